@@ -1,0 +1,148 @@
+"""What a notebook imports: open or build a store, evaluate a run, get metrics as Polars frames."""
+
+import math
+import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import polars as pl
+
+from evalengine.engine.matching import match_run
+from evalengine.io.coco import read_coco_gt, read_coco_results
+from evalengine.match.protocol import CocoProtocol
+from evalengine.metrics import ap as ap_metrics
+from evalengine.metrics import summary as summary_metrics
+from evalengine.metrics.counts import per_image_counts
+from evalengine.store.layout import StoreLayout, create_store, open_layout
+
+DEFAULT_RUN = "default"
+_DETECTIONS_PER_SHARD = 100_000
+
+
+def default_shard_count(n_rows: int) -> int:
+    """About 100k detections (or ground truths) per shard, between 1 and 1024 shards."""
+    return max(1, min(1024, math.ceil(n_rows / _DETECTIONS_PER_SHARD)))
+
+
+@dataclass(frozen=True)
+class Store:
+    """An opened store. Tables come back as lazy frames; ``evaluate`` matches a run and returns an :class:`Evaluation`."""
+
+    layout: StoreLayout
+
+    @property
+    def path(self) -> Path:
+        return self.layout.root
+
+    @property
+    def runs(self) -> list:
+        return self.layout.runs
+
+    def images(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.layout.table("images"))
+
+    def categories(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.layout.table("categories"))
+
+    def gt(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.path / "gt" / "**" / "*.parquet", hive_partitioning=True)
+
+    def dt(self, run: str = DEFAULT_RUN) -> pl.LazyFrame:
+        self.layout.check_run(run)
+        return pl.scan_parquet(self.path / "dt" / f"run={run}" / "**" / "*.parquet", hive_partitioning=True)
+
+    def evaluate(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
+                 scheduler: str = "threads", address: str | None = None) -> "Evaluation":
+        """Match ``run`` under ``protocol`` (reusing a stored match table with the same parameters)."""
+        protocol = protocol or CocoProtocol()
+        folder = match_run(self.layout, run, protocol, scheduler=scheduler, address=address)
+        return Evaluation(store=self, run=run, protocol=protocol, matches_dir=folder)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A matched run: the match table and every COCO metric as a query over it."""
+
+    store: Store
+    run: str
+    protocol: CocoProtocol
+    matches_dir: Path
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def dt_matches(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.matches_dir / "dt" / "**" / "*.parquet", hive_partitioning=True)
+
+    def gt_matches(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.matches_dir / "gt" / "**" / "*.parquet", hive_partitioning=True)
+
+    @cached_property
+    def category_ids(self) -> list:
+        return self.store.categories().select("category_id").collect().get_column("category_id").to_list()
+
+    def accumulate(self, want_curve: bool = False) -> ap_metrics.Accumulation:
+        key = bool(want_curve)
+        if key not in self._cache:
+            self._cache[key] = ap_metrics.accumulate(
+                self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol, want_curve=want_curve
+            )
+        return self._cache[key]
+
+    def ap_table(self) -> pl.DataFrame:
+        """AP and recall per (category, IoU threshold, area range, max dets)."""
+        return ap_metrics.ap_table(self.accumulate())
+
+    def precision_recall(self) -> pl.DataFrame:
+        """Interpolated precision and score at every recall threshold (pycocotools ``eval['precision']``)."""
+        return ap_metrics.precision_recall_table(self.accumulate(want_curve=True))
+
+    def stats(self) -> list:
+        """pycocotools ``COCOeval.stats``."""
+        return summary_metrics.summary_stats(self.accumulate())
+
+    def summary(self) -> pl.DataFrame:
+        return summary_metrics.summary_frame(self.accumulate())
+
+    def format_summary(self) -> str:
+        return summary_metrics.format_summary(self.accumulate())
+
+    def per_class(self) -> pl.DataFrame:
+        """AP, AP50 and AR per category (area 'all', last max dets), joined to the category names."""
+        table = summary_metrics.per_class_frame(self.accumulate())
+        if not self.protocol.use_cats:
+            return table
+        return table.join(self.store.categories().collect(), on="category_id", how="left", maintain_order="left")
+
+    def per_image_counts(self, iou_threshold: float = 0.5, area_range: str = "all", max_dets: int | None = None):
+        return per_image_counts(
+            self.dt_matches(), self.gt_matches(), self.store.images(), self.protocol,
+            iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets,
+        )
+
+
+def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.open(path)
+    """Open an existing store."""
+    return Store(open_layout(path))
+
+
+def ingest_coco(gt_json, dt_json, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
+                overwrite: bool = False) -> Store:
+    """Validate a COCO ground-truth file and a result file and write them as a new store."""
+    dataset = read_coco_gt(gt_json)
+    dt = read_coco_results(dt_json, dataset)
+    shards = n_shards or default_shard_count(max(dt.height, dataset.gt.height))
+    layout = create_store(
+        store, dataset.images, dataset.categories, dataset.gt, {run: dt}, n_shards=shards,
+        provenance={"gt": str(gt_json), run: str(dt_json)}, overwrite=overwrite,
+    )
+    return Store(layout)
+
+
+def evaluate_coco(gt_json, dt_json, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
+                  scheduler: str = "threads", address: str | None = None) -> ap_metrics.Accumulation:
+    """JSON in, accumulated COCO metrics out; the store is kept at ``store`` or made in a temporary folder."""
+    protocol = protocol or CocoProtocol()
+    with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
+        target = Path(store) if store is not None else Path(tmp) / "store"
+        store_ = ingest_coco(gt_json, dt_json, target, n_shards=n_shards)
+        return store_.evaluate(protocol, scheduler=scheduler, address=address).accumulate()

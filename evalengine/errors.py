@@ -1,0 +1,21 @@
+"""One exception hierarchy; every message names the file, row or id and the problem."""
+
+
+class EvalEngineError(Exception):
+    """Base class of every error evalengine raises on purpose."""
+
+
+class InputError(EvalEngineError):
+    """An input file or table is malformed; the message names the file and the offending row or id."""
+
+
+class StoreError(EvalEngineError):
+    """A store is missing, incomplete, of another schema version, or would be overwritten."""
+
+
+class ProtocolError(EvalEngineError):
+    """A protocol's parameters are inconsistent (e.g. too many IoU thresholds for the match encoding)."""
+
+
+class InputWarning(UserWarning):
+    """Input that the reference tool accepts but that is probably a mistake (e.g. annotation id 0)."""

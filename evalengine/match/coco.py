@@ -1,0 +1,193 @@
+"""COCO greedy matching of one image shard (pycocotools ``evaluateImg``), as a numba kernel.
+
+Per (image, category) group — per image when ``use_cats`` is off — the detections are sorted by
+score (stable: file order breaks ties; with ``use_cats`` off, category then file order, as
+pycocotools concatenates the per-category lists) and cut to ``maxDets[-1]``. For every area range
+the ground truths are stably reordered, regular before ignored, and for every IoU threshold each
+detection in turn takes the best still-free ground truth with IoU >= threshold, where:
+
+- a later ground truth with equal IoU wins (the running threshold is raised to the best IoU);
+- once matched to a regular ground truth, the search stops at the ignored ones;
+- a crowd ground truth can absorb any number of detections (its IoU is intersection over detection area);
+- a detection matched to an ignored ground truth is ignored, and an unmatched detection whose own
+  area is outside the range is ignored, not a false positive.
+"""
+
+import numba
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from evalengine.geometry.box_iou import coco_box_iou_matrix
+from evalengine.match.protocol import CocoProtocol
+
+_ONE = np.uint64(1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _coco_match_kernel(
+    gt_box, gt_area, gt_crowd, gt_zero_id, dt_box, dt_area,
+    grp_gt_start, grp_gt_len, grp_dt_start, grp_dt_len,
+    iou_thr, area_lo, area_hi, zero_id_quirk,
+):
+    n_dt = dt_box.shape[0]
+    n_gt = gt_box.shape[0]
+    n_thr = iou_thr.shape[0]
+    n_area = area_lo.shape[0]
+    dt_tp = np.zeros((n_dt, n_area), np.uint64)
+    dt_ignored = np.zeros((n_dt, n_area), np.uint64)
+    dt_partner = np.full((n_dt, n_thr), -1, np.int64)
+    dt_iou = np.zeros((n_dt, n_thr))
+    gt_ignored = np.zeros(n_gt, np.uint64)
+    gt_matched = np.zeros((n_gt, n_area), np.uint64)
+    for k in range(grp_gt_start.shape[0]):
+        g0 = grp_gt_start[k]
+        ng = grp_gt_len[k]
+        d0 = grp_dt_start[k]
+        nd = grp_dt_len[k]
+        ious = coco_box_iou_matrix(dt_box[d0:d0 + nd], gt_box[g0:g0 + ng], gt_crowd[g0:g0 + ng])
+        order = np.empty(ng, np.int64)
+        ignored = np.empty(ng, np.bool_)
+        taken = np.empty(ng, np.bool_)
+        for a in range(n_area):
+            lo = area_lo[a]
+            hi = area_hi[a]
+            area_bit = _ONE << np.uint64(a)
+            n_regular = 0
+            for g in range(ng):
+                if gt_crowd[g0 + g] or gt_area[g0 + g] < lo or gt_area[g0 + g] > hi:
+                    gt_ignored[g0 + g] |= area_bit
+                else:
+                    order[n_regular] = g
+                    n_regular += 1
+            i = n_regular
+            for g in range(ng):
+                if gt_ignored[g0 + g] & area_bit:
+                    order[i] = g
+                    i += 1
+            for i in range(ng):
+                ignored[i] = i >= n_regular
+            for t in range(n_thr):
+                thr_bit = _ONE << np.uint64(t)
+                taken[:] = False
+                for d in range(nd):
+                    best = min(iou_thr[t], 1 - 1e-10)
+                    m = -1
+                    for i in range(ng):
+                        g = order[i]
+                        if taken[i] and not gt_crowd[g0 + g]:
+                            continue
+                        if m > -1 and not ignored[m] and ignored[i]:
+                            break
+                        if ious[d, g] < best:
+                            continue
+                        best = ious[d, g]
+                        m = i
+                    outside = dt_area[d0 + d] < lo or dt_area[d0 + d] > hi
+                    if m == -1:
+                        if outside:
+                            dt_ignored[d0 + d, a] |= thr_bit
+                        continue
+                    taken[m] = True
+                    g = order[m]
+                    gt_matched[g0 + g, a] |= thr_bit
+                    # pycocotools stores the partner's id and tests it for truth: id 0 reads as unmatched
+                    counted = not (zero_id_quirk and gt_zero_id[g0 + g])
+                    if ignored[m] or (not counted and outside):
+                        dt_ignored[d0 + d, a] |= thr_bit
+                    elif counted:
+                        dt_tp[d0 + d, a] |= thr_bit
+                    if a == 0:
+                        dt_partner[d0 + d, t] = g0 + g
+                        dt_iou[d0 + d, t] = ious[d, g]
+    return dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched
+
+
+def _group_keys(protocol: CocoProtocol) -> list:
+    return ["image_id", "category_id"] if protocol.use_cats else ["image_id"]
+
+
+def prepare_gt(gt: pl.DataFrame, category_ids) -> pl.DataFrame:
+    """Ground truths of evaluated categories in pycocotools order: image, category, file order."""
+    return gt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode())).sort(
+        ["image_id", "category_id", "gt_order"]
+    )
+
+
+def prepare_dt(dt: pl.DataFrame, category_ids, protocol: CocoProtocol) -> pl.DataFrame:
+    """Detections of evaluated categories, score-sorted per group, ranked, cut to ``maxDets[-1]``."""
+    keys = _group_keys(protocol)
+    tie_order = ["det_id"] if protocol.use_cats else ["category_id", "det_id"]
+    return (
+        dt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode()))
+        .sort([*keys, "score", *tie_order], descending=[False] * len(keys) + [True] + [False] * len(tie_order))
+        .with_columns(pl.int_range(pl.len(), dtype=pl.Int32).over(keys).alias("dt_rank"))
+        .filter(pl.col("dt_rank") < protocol.max_det_cap)
+    )
+
+
+def _groups(gt: pl.DataFrame, dt: pl.DataFrame, keys: list) -> pl.DataFrame:
+    def offsets(frame, prefix):
+        return (
+            frame.group_by(keys, maintain_order=True)
+            .agg(pl.len().alias(f"{prefix}_len"))
+            .with_columns((pl.col(f"{prefix}_len").cum_sum() - pl.col(f"{prefix}_len")).alias(f"{prefix}_start"))
+        )
+
+    return offsets(gt, "gt").join(offsets(dt, "dt"), on=keys, how="full", coalesce=True).fill_null(0)
+
+
+def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:
+    flat = pa.array(values.reshape(-1), mask=None if valid is None else ~valid.reshape(-1))
+    return pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
+
+
+def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol):
+    """Match one shard; return ``(dt_matches, gt_matches)`` frames (see :mod:`evalengine.schema`)."""
+    gt = prepare_gt(gt, category_ids)
+    dt = prepare_dt(dt, category_ids, protocol)
+    groups = _groups(gt, dt, _group_keys(protocol))
+
+    def col(frame, name, dtype=np.float64):
+        return frame.get_column(name).to_numpy().astype(dtype, copy=False)
+
+    def boxes(frame):
+        return np.ascontiguousarray(frame.select("x", "y", "w", "h").to_numpy().astype(np.float64))
+
+    dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched = _coco_match_kernel(
+        boxes(gt), col(gt, "area"), col(gt, "iscrowd", np.bool_), col(gt, "gt_id", np.int64) == 0,
+        boxes(dt), col(dt, "area"),
+        col(groups, "gt_start", np.int64), col(groups, "gt_len", np.int64),
+        col(groups, "dt_start", np.int64), col(groups, "dt_len", np.int64),
+        np.array(protocol.iou_thresholds), np.array([r[1] for r in protocol.area_ranges]),
+        np.array([r[2] for r in protocol.area_ranges]), protocol.zero_id_quirk,
+    )
+    has_partner = dt_partner >= 0
+    partner_id = col(gt, "gt_id", np.int64)[np.where(has_partner, dt_partner, 0)] if gt.height else dt_partner
+    dt_matches = pl.from_arrow(
+        pa.table(
+            {
+                "image_id": dt.get_column("image_id").to_arrow(),
+                "category_id": dt.get_column("category_id").to_arrow(),
+                "det_id": dt.get_column("det_id").to_arrow(),
+                "score": dt.get_column("score").to_arrow(),
+                "dt_rank": dt.get_column("dt_rank").to_arrow(),
+                "tp_bits": _fixed_list(dt_tp),
+                "ignored_bits": _fixed_list(dt_ignored),
+                "matched_gt_id": _fixed_list(partner_id, has_partner),
+                "matched_iou": _fixed_list(dt_iou, has_partner),
+            }
+        )
+    )
+    gt_matches = pl.from_arrow(
+        pa.table(
+            {
+                "image_id": gt.get_column("image_id").to_arrow(),
+                "category_id": gt.get_column("category_id").to_arrow(),
+                "gt_id": gt.get_column("gt_id").to_arrow(),
+                "ignored_bits": pa.array(gt_ignored),
+                "matched_bits": _fixed_list(gt_matched),
+            }
+        )
+    )
+    return dt_matches, gt_matches

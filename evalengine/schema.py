@@ -1,0 +1,87 @@
+"""Schemas of every stored table, in one place, with the store's schema version.
+
+Tables (see DESIGN.md): ``images``, ``categories``, ``gt`` (ground truth), ``dt`` (detections of a
+run), ``runs`` and the match tables ``matches/protocol=P/run=R/{dt,gt}``. Boxes are COCO ``xywh``
+in continuous pixel coordinates.
+"""
+
+import polars as pl
+
+SCHEMA_VERSION = 1
+
+IMAGES = {
+    "image_id": pl.Int64,
+    "width": pl.Int64,
+    "height": pl.Int64,
+    "file_name": pl.String,
+    "shard": pl.Int32,
+}
+
+CATEGORIES = {
+    "category_id": pl.Int64,
+    "name": pl.String,
+    "supercategory": pl.String,
+}
+
+BOX = {"x": pl.Float64, "y": pl.Float64, "w": pl.Float64, "h": pl.Float64}
+
+GT = {
+    "gt_id": pl.Int64,
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    **BOX,
+    "area": pl.Float64,
+    "iscrowd": pl.Boolean,
+    # the COCO ``ignore`` field as given (pycocotools overwrites it with ``iscrowd``); null if absent
+    "ignore": pl.Boolean,
+    # position in the source file: pycocotools keeps annotations of an image in file order
+    "gt_order": pl.Int64,
+}
+
+DT = {
+    # 1-based position in the result file, as pycocotools ``loadRes`` assigns ids
+    "det_id": pl.Int64,
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "score": pl.Float64,
+    **BOX,
+    "area": pl.Float64,
+}
+
+RUNS = {
+    "run": pl.String,
+    "kind": pl.String,
+    "source": pl.String,
+    "n_detections": pl.Int64,
+}
+
+# One row per evaluated detection. ``tp_bits[a]`` / ``ignored_bits[a]`` hold bit ``t`` set when the
+# detection is a true positive / ignored at IoU threshold ``t`` in area range ``a``; a false positive
+# is neither. ``matched_gt_id[t]`` / ``matched_iou[t]`` give the partner in the first area range.
+DT_MATCHES = {
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "det_id": pl.Int64,
+    "score": pl.Float64,
+    "dt_rank": pl.Int32,
+    "tp_bits": pl.List(pl.UInt64),
+    "ignored_bits": pl.List(pl.UInt64),
+    "matched_gt_id": pl.List(pl.Int64),
+    "matched_iou": pl.List(pl.Float64),
+}
+
+# One row per ground truth of an evaluated category. ``ignored_bits`` has bit ``a`` set when the
+# ground truth is ignored in area range ``a`` (crowd or area outside); ``matched_bits[a]`` has bit
+# ``t`` set when it is matched at IoU threshold ``t`` in area range ``a``.
+GT_MATCHES = {
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "gt_id": pl.Int64,
+    "ignored_bits": pl.UInt64,
+    "matched_bits": pl.List(pl.UInt64),
+}
+
+
+def empty(schema: dict) -> pl.DataFrame:
+    """An empty frame with the given schema."""
+    return pl.DataFrame(schema=schema)

@@ -1,0 +1,149 @@
+"""The on-disk store: a folder of hive-partitioned Parquet tables, sharded by image.
+
+::
+
+    STORE/manifest.json                 schema version, shard count, runs, provenance
+    STORE/images/part-0.parquet         one row per image, with its shard
+    STORE/categories/part-0.parquet
+    STORE/runs/part-0.parquet
+    STORE/gt/shard=k/part-0.parquet
+    STORE/dt/run=R/shard=k/part-0.parquet
+    STORE/matches/protocol=P/run=R/{dt,gt}/shard=k/part-0.parquet  (+ protocol.json)
+
+Every write goes to a temporary folder beside its target and is renamed into place, so a failed
+ingest or match leaves no partial table behind.
+"""
+
+import json
+import os
+import shutil
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+from evalengine import __version__, schema
+from evalengine.errors import StoreError
+from evalengine.store.sharding import shard_of
+
+MANIFEST = "manifest.json"
+PART = "part-0.parquet"
+
+
+@contextmanager
+def atomic_folder(target: Path, overwrite: bool = False):
+    """Yield a temporary folder that replaces ``target`` only if the block completes."""
+    target = Path(target)
+    if target.exists() and not overwrite:
+        raise StoreError(f"{target}: already exists (pass overwrite to replace it)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(target, old)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)
+
+
+def _write(frame: pl.DataFrame, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.write_parquet(folder / PART, statistics=True)
+
+
+def write_sharded(frame: pl.DataFrame, shards, folder: Path, n_shards: int) -> None:
+    """Write ``frame`` as ``folder/shard=k/part-0.parquet`` for every shard (empty shards included)."""
+    frame = frame.with_columns(pl.Series("_shard", shards, dtype=pl.Int32))
+    parts = {key[0]: part.drop("_shard") for key, part in frame.partition_by("_shard", as_dict=True).items()}
+    for k in range(n_shards):
+        _write(parts.get(k, frame.clear().drop("_shard")), folder / f"shard={k}")
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """Paths and manifest of an existing store."""
+
+    root: Path
+    manifest: dict
+
+    @property
+    def n_shards(self) -> int:
+        return self.manifest["n_shards"]
+
+    @property
+    def runs(self) -> list:
+        return list(self.manifest["runs"])
+
+    def table(self, name: str) -> Path:
+        return self.root / name / PART
+
+    def gt_shard(self, k: int) -> Path:
+        return self.root / "gt" / f"shard={k}" / PART
+
+    def dt_shard(self, run: str, k: int) -> Path:
+        return self.root / "dt" / f"run={run}" / f"shard={k}" / PART
+
+    def matches_dir(self, protocol_key: str, run: str) -> Path:
+        return self.root / "matches" / f"protocol={protocol_key}" / f"run={run}"
+
+    def check_run(self, run: str) -> None:
+        if run not in self.manifest["runs"]:
+            raise StoreError(f"{self.root}: no run '{run}' (runs: {', '.join(self.runs) or 'none'})")
+
+
+def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False):
+    """Write a new store atomically.
+
+    ``runs`` maps a run name to its detection table (schema :data:`evalengine.schema.DT`).
+    """
+    if n_shards < 1:
+        raise StoreError(f"n_shards must be >= 1, got {n_shards}")
+    path = Path(path)
+    images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
+    shard_by_image = images.select("image_id", "shard")
+    with atomic_folder(path, overwrite=overwrite) as tmp:
+        _write(images, tmp / "images")
+        _write(categories, tmp / "categories")
+        gt_shards = gt.join(shard_by_image, on="image_id", how="left", maintain_order="left").get_column("shard")
+        write_sharded(gt, gt_shards, tmp / "gt", n_shards)
+        run_rows = []
+        for run, dt in runs.items():
+            dt_shards = dt.join(shard_by_image, on="image_id", how="left", maintain_order="left").get_column("shard")
+            write_sharded(dt, dt_shards, tmp / "dt" / f"run={run}", n_shards)
+            source = (provenance or {}).get(run, "")
+            run_rows.append({"run": run, "kind": "detections", "source": str(source), "n_detections": dt.height})
+        _write(pl.DataFrame(run_rows, schema=schema.RUNS), tmp / "runs")
+        manifest = {
+            "schema_version": schema.SCHEMA_VERSION,
+            "evalengine_version": __version__,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "n_shards": n_shards,
+            "runs": sorted(runs),
+            "provenance": {k: str(v) for k, v in (provenance or {}).items()},
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    return open_layout(path)
+
+
+def open_layout(path) -> StoreLayout:
+    """Open an existing store, checking its manifest."""
+    path = Path(path)
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        raise StoreError(f"{path}: not an evalengine store (no {MANIFEST})")
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("schema_version") != schema.SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: store schema version {manifest.get('schema_version')} is not {schema.SCHEMA_VERSION}; re-ingest it"
+        )
+    return StoreLayout(root=path, manifest=manifest)
