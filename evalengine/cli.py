@@ -1,0 +1,151 @@
+"""The ``evalengine`` command."""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import warnings
+from importlib import resources
+from pathlib import Path
+
+from evalengine import api
+from evalengine.engine.runner import SCHEDULERS
+from evalengine.errors import EvalEngineError
+from evalengine.match.protocol import COCO_IOU_THRESHOLDS, COCO_MAX_DETS, CocoProtocol
+from evalengine.metrics.ap import Accumulation
+from evalengine.metrics.summary import STAT_NAMES, format_summary, per_class_frame, summary_stats
+
+
+def _protocol_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--iou-type", choices=["bbox"], default="bbox", help="what is matched (bbox)")
+    parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,
+                        help="0 pools all categories into one (class-agnostic, pycocotools useCats=0)")
+    parser.add_argument("--max-dets", type=int, nargs="+", default=list(COCO_MAX_DETS), metavar="N",
+                        help="detection caps per image and category (default: 1 10 100)")
+    parser.add_argument("--iou-thresholds", type=float, nargs="+", default=None, metavar="T",
+                        help="IoU thresholds (default: pycocotools' linspace(.5, .95, 10))")
+    parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
+                        help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
+    parser.add_argument("--scheduler", choices=SCHEDULERS, default="threads", help="Dask scheduler for matching")
+    parser.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
+
+
+def _protocol(args) -> CocoProtocol:
+    return CocoProtocol(
+        iou_thresholds=tuple(args.iou_thresholds) if args.iou_thresholds else COCO_IOU_THRESHOLDS,
+        max_dets=tuple(args.max_dets),
+        use_cats=bool(args.use_cats),
+        zero_id_quirk=bool(args.keep_zero_id_quirk),
+    )
+
+
+def _report(acc: Accumulation, as_json: bool, store=None) -> str:
+    stats = summary_stats(acc)
+    if not as_json:
+        text = format_summary(acc)
+        return text + (f"\nstore: {store}" if store else "")
+    per_class = {
+        str(row["category_id"]): {"ap": row["ap"], "ap50": row["ap50"], "ar": row["ar"]}
+        for row in per_class_frame(acc).iter_rows(named=True)
+    }
+    payload = {"stats": stats, "stat_names": list(STAT_NAMES), "per_class": per_class}
+    if store:
+        payload["store"] = str(store)
+    return json.dumps(payload)
+
+
+def _cmd_coco(args) -> str:
+    acc = api.evaluate_coco(args.gt, args.dt, _protocol(args), store=args.store, n_shards=args.shards,
+                            scheduler=args.scheduler, address=args.address)
+    return _report(acc, args.json, args.store)
+
+
+def _cmd_ingest(args) -> str:
+    store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run, overwrite=args.overwrite)
+    return f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})"
+
+
+def _cmd_evaluate(args) -> str:
+    evaluation = api.open(args.store).evaluate(_protocol(args), run=args.run, scheduler=args.scheduler,
+                                               address=args.address)
+    return _report(evaluation.accumulate(), args.json)
+
+
+def _cmd_demo(args) -> str:
+    data = resources.files("evalengine.data")
+    target = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="evalengine-demo-")) / "store"
+    started = time.perf_counter()
+    with resources.as_file(data / "instances_val2014_100.json") as gt, \
+            resources.as_file(data / "instances_val2014_fakebbox100_results.json") as dt:
+        # re-running the demo replaces its own earlier store, never another folder
+        store = api.ingest_coco(gt, dt, target, n_shards=4, overwrite=(target / "manifest.json").is_file())
+    evaluation = store.evaluate()
+    per_class = evaluation.per_class()
+    per_class = per_class.filter(per_class["ap"] > -1).sort("ap")
+    lines = [
+        "evalengine demo: COCO val2014, first 100 images, with the official fake bbox results (cocoapi)",
+        "",
+        evaluation.format_summary(),
+        "",
+        "five worst classes (AP@[.50:.95], area all, maxDets 100):",
+    ]
+    lines += [f"  {row['name']:<16} AP {row['ap']:.3f}  AP50 {row['ap50']:.3f}  AR {row['ar']:.3f}"
+              for row in per_class.head(5).iter_rows(named=True)]
+    lines += ["", f"store written to {store.path}  ({time.perf_counter() - started:.1f} s)"]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evalengine", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    coco = sub.add_parser("coco", help="evaluate COCO JSON files as pycocotools would (bbox)")
+    coco.add_argument("--gt", required=True, help="COCO ground-truth JSON")
+    coco.add_argument("--dt", required=True, help="COCO result JSON (a list of detections)")
+    coco.add_argument("--store", default=None, help="keep the store here (default: a temporary folder)")
+    coco.add_argument("--shards", type=int, default=None, help="image shards (default: ~100k detections each)")
+    _protocol_args(coco)
+    coco.set_defaults(func=_cmd_coco)
+
+    ingest = sub.add_parser("ingest", help="build a store from input files")
+    ingest_sub = ingest.add_subparsers(dest="format", required=True)
+    ingest_coco = ingest_sub.add_parser("coco", help="COCO ground truth and results")
+    ingest_coco.add_argument("--gt", required=True)
+    ingest_coco.add_argument("--dt", required=True)
+    ingest_coco.add_argument("--store", required=True)
+    ingest_coco.add_argument("--shards", type=int, default=None)
+    ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
+    ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    ingest_coco.set_defaults(func=_cmd_ingest)
+
+    evaluate = sub.add_parser("evaluate", help="match a stored run and print its COCO summary")
+    evaluate.add_argument("store")
+    evaluate.add_argument("--run", default=api.DEFAULT_RUN)
+    _protocol_args(evaluate)
+    evaluate.set_defaults(func=_cmd_evaluate)
+
+    demo = sub.add_parser("demo", help="run the whole pipeline on the bundled COCO sample")
+    demo.add_argument("--store", default=None, help="where to write the demo store (default: a new temporary folder)")
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"evalengine: warning: {message}", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    warnings.showwarning = _one_line_warning
+    try:
+        print(args.func(args))
+    except EvalEngineError as exc:
+        print(f"evalengine: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
