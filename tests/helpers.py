@@ -1,0 +1,60 @@
+"""Build COCO inputs in memory and evaluate them with evalengine and with pycocotools."""
+
+import json
+
+from evalengine.api import evaluate_coco, ingest_coco
+from evalengine.match.protocol import CocoProtocol
+from evalengine.metrics.summary import per_class_frame, summary_stats
+from tests.reference import per_class, pycocotools_eval
+
+
+def coco_gt(boxes, image_ids=None, n_images=None, categories=None, **columns) -> dict:
+    """A ground-truth dict from ``boxes`` ([x, y, w, h] each); other annotation fields given as lists."""
+    n = len(boxes)
+    image_ids = image_ids or [1] * n
+    images = sorted(set(image_ids) | set(range(1, (n_images or 0) + 1)))
+    cats = columns.pop("category_id", [1] * n)
+    anns = []
+    for i, box in enumerate(boxes):
+        ann = {"id": i + 1, "image_id": image_ids[i], "category_id": cats[i], "bbox": list(box),
+               "area": box[2] * box[3], "iscrowd": 0}
+        ann.update({key: values[i] for key, values in columns.items()})
+        anns.append(ann)
+    categories = categories or sorted(set(cats))
+    return {"images": [{"id": i, "width": 1000, "height": 1000} for i in images], "annotations": anns,
+            "categories": [{"id": c, "name": f"c{c}"} for c in categories]}
+
+
+def coco_dt(boxes, scores, image_ids=None, category_ids=None) -> list:
+    n = len(boxes)
+    image_ids = image_ids or [1] * n
+    category_ids = category_ids or [1] * n
+    return [{"image_id": image_ids[i], "category_id": category_ids[i], "bbox": list(boxes[i]), "score": scores[i]}
+            for i in range(n)]
+
+
+def write_inputs(tmp_path, gt: dict, dt: list):
+    gt_path, dt_path = tmp_path / "gt.json", tmp_path / "dt.json"
+    gt_path.write_text(json.dumps(gt))
+    dt_path.write_text(json.dumps(dt))
+    return gt_path, dt_path
+
+
+def ours(tmp_path, gt, dt, protocol=None, n_shards=1):
+    gt_path, dt_path = write_inputs(tmp_path, gt, dt)
+    return evaluate_coco(gt_path, dt_path, protocol or CocoProtocol(), n_shards=n_shards)
+
+
+def ours_evaluation(tmp_path, gt, dt, protocol=None, n_shards=1):
+    gt_path, dt_path = write_inputs(tmp_path, gt, dt)
+    return ingest_coco(gt_path, dt_path, tmp_path / "store", n_shards=n_shards).evaluate(protocol or CocoProtocol())
+
+
+def both_stats(tmp_path, gt, dt, protocol=None, n_shards=1):
+    """(evalengine stats, pycocotools stats, evalengine per-class dict, pycocotools per-class dict)."""
+    protocol = protocol or CocoProtocol()
+    acc = ours(tmp_path, gt, dt, protocol, n_shards)
+    ref = pycocotools_eval(gt, dt, use_cats=protocol.use_cats, max_dets=protocol.max_dets,
+                           iou_thresholds=protocol.iou_thresholds)
+    mine = {row["category_id"]: (row["ap"], row["ap50"], row["ar"]) for row in per_class_frame(acc).iter_rows(named=True)}
+    return summary_stats(acc), list(ref.stats), mine, per_class(ref)
