@@ -6,6 +6,7 @@ names the file and the offending id or row; input that pycocotools accepts but t
 mistake raises an :class:`~evalengine.errors.InputWarning` instead.
 """
 
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,20 @@ def _read_json(path: Path, json_schema: dict) -> pl.DataFrame:
         return pl.read_json(path, schema=json_schema)
     except (pl.exceptions.PolarsError, ValueError, OSError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path}: not a valid COCO JSON file of the expected shape ({first_line})") from exc
+        raise InputError(f"{path}: not a valid COCO JSON file of the expected shape ({first_line}){_context(path, first_line)}") from exc
+
+
+def _context(path: Path, message: str) -> str:
+    """The text around the parser's error position; NaN and Infinity (Python's json writes them) are named."""
+    found = re.search(r"at character (\d+)", message)
+    if not found:
+        return ""
+    at = int(found.group(1))
+    with open(path, "rb") as handle:
+        handle.seek(max(at - 40, 0))
+        text = handle.read(80).decode("utf-8", "replace")
+    hint = " NaN and Infinity are not valid JSON numbers." if re.search(r"NaN|Infinity", text) else ""
+    return f" near: ...{text}...{hint}"
 
 
 def _listed(values) -> str:

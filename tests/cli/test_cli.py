@@ -1,0 +1,69 @@
+"""The ``evalengine`` command, run as a user would."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evalengine.cli import main
+from tests.conftest import DATA, PACKAGE_DATA
+
+GT = str(PACKAGE_DATA / "instances_val2014_100.json")
+DT = str(PACKAGE_DATA / "instances_val2014_fakebbox100_results.json")
+EXPECTED = json.loads((DATA / "cocoapi_fake100_expected.json").read_text())["runs"]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_coco_prints_the_pycocotools_summary(capsys):
+    code, out, _ = run(capsys, "coco", "--gt", GT, "--dt", DT)
+    assert code == 0
+    assert out.splitlines() == EXPECTED["default"]["summary_text"][5:]
+
+
+def test_coco_use_cats_0_with_custom_max_dets(capsys):
+    code, out, _ = run(capsys, "coco", "--gt", GT, "--dt", DT, "--use-cats", "0", "--max-dets", "1", "10", "1000")
+    assert code == 0
+    assert out.splitlines() == EXPECTED["useCats_0_maxDets_1_10_1000"]["summary_text"][5:]
+
+
+def test_coco_json(capsys):
+    code, out, _ = run(capsys, "coco", "--gt", GT, "--dt", DT, "--json")
+    payload = json.loads(out)
+    assert code == 0
+    assert payload["stats"] == pytest.approx(list(EXPECTED["default"]["stats"].values()), abs=1e-12)
+    per_category = EXPECTED["default"]["per_category"]
+    assert payload["per_class"].keys() == per_category.keys()
+    for cat, values in per_category.items():
+        assert payload["per_class"][cat] == pytest.approx(
+            {"ap": values["AP"], "ap50": values["AP50"], "ar": values["AR_maxDets_last"]}, abs=1e-12)
+
+
+def test_ingest_then_evaluate_matches_coco(capsys, tmp_path):
+    store = str(tmp_path / "store")
+    code, out, _ = run(capsys, "ingest", "coco", "--gt", GT, "--dt", DT, "--store", store, "--shards", "3")
+    assert code == 0 and "3 shards" in out
+    code, out, _ = run(capsys, "evaluate", store, "--json", "--scheduler", "sync")
+    _, direct, _ = run(capsys, "coco", "--gt", GT, "--dt", DT, "--json")
+    assert code == 0 and json.loads(out) == json.loads(direct)
+
+
+def test_bad_input_is_one_line_and_nonzero(capsys, tmp_path):
+    bad = tmp_path / "dt.json"
+    bad.write_text("[]")
+    code, out, err = run(capsys, "coco", "--gt", GT, "--dt", str(bad))
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"evalengine: error: {bad}: the result list is empty (pycocotools cannot evaluate it either)"]
+
+
+def test_demo_as_a_new_user_runs_it(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "evalengine.cli", "demo", "--store", str(tmp_path / "demo")],
+                            capture_output=True, text=True, check=True)
+    assert " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.505" in result.stdout
+    assert f"store written to {tmp_path / 'demo'}" in result.stdout
+    assert (tmp_path / "demo" / "manifest.json").is_file()
