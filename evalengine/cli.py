@@ -12,7 +12,7 @@ from pathlib import Path
 from evalengine import api
 from evalengine.engine.runner import SCHEDULERS
 from evalengine.errors import EvalEngineError
-from evalengine.match.protocol import COCO_IOU_THRESHOLDS, COCO_MAX_DETS, CocoProtocol
+from evalengine.match.protocol import COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, CocoProtocol
 from evalengine.metrics.ap import Accumulation
 from evalengine.metrics.summary import STAT_NAMES, format_summary, per_class_frame, summary_stats
 
@@ -25,6 +25,9 @@ def _protocol_args(parser: argparse.ArgumentParser) -> None:
                         help="detection caps per image and category (default: 1 10 100)")
     parser.add_argument("--iou-thresholds", type=float, nargs="+", default=None, metavar="T",
                         help="IoU thresholds (default: pycocotools' linspace(.5, .95, 10))")
+    parser.add_argument("--area-ranges", nargs="+", default=None, metavar="LABEL:LO:HI", type=_area_range,
+                        help="area ranges, bounds inclusive (default: all:0:1e10 small:0:1024 medium:1024:9216 "
+                             "large:9216:1e10); the summary looks up the labels all/small/medium/large")
     parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
                         help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
     parser.add_argument("--scheduler", choices=SCHEDULERS, default="threads", help="Dask scheduler for matching")
@@ -32,9 +35,18 @@ def _protocol_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
 
 
+def _area_range(text: str) -> tuple:
+    try:
+        label, lo, hi = text.split(":")
+        return label, float(lo), float(hi)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LABEL:LO:HI (e.g. small:0:1024), got {text!r}") from None
+
+
 def _protocol(args) -> CocoProtocol:
     return CocoProtocol(
         iou_thresholds=tuple(args.iou_thresholds) if args.iou_thresholds else COCO_IOU_THRESHOLDS,
+        area_ranges=tuple(args.area_ranges) if args.area_ranges else COCO_AREA_RANGES,
         max_dets=tuple(args.max_dets),
         use_cats=bool(args.use_cats),
         zero_id_quirk=bool(args.keep_zero_id_quirk),

@@ -55,6 +55,7 @@ def both_stats(tmp_path, gt, dt, protocol=None, n_shards=1):
     protocol = protocol or CocoProtocol()
     acc = ours(tmp_path, gt, dt, protocol, n_shards)
     ref = pycocotools_eval(gt, dt, use_cats=protocol.use_cats, max_dets=protocol.max_dets,
-                           iou_thresholds=protocol.iou_thresholds)
+                           iou_thresholds=protocol.iou_thresholds, area_ranges=protocol.area_ranges,
+                           recall_thresholds=protocol.recall_thresholds)
     mine = {row["category_id"]: (row["ap"], row["ap50"], row["ar"]) for row in per_class_frame(acc).iter_rows(named=True)}
     return summary_stats(acc), list(ref.stats), mine, per_class(ref)

@@ -9,7 +9,8 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 
-def pycocotools_eval(gt: dict, dt: list, use_cats=True, max_dets=None, iou_thresholds=None) -> COCOeval:
+def pycocotools_eval(gt: dict, dt: list, use_cats=True, max_dets=None, iou_thresholds=None, area_ranges=None,
+                     recall_thresholds=None) -> COCOeval:
     with contextlib.redirect_stdout(io.StringIO()):
         coco_gt = COCO()
         coco_gt.dataset = copy.deepcopy(gt)
@@ -21,6 +22,11 @@ def pycocotools_eval(gt: dict, dt: list, use_cats=True, max_dets=None, iou_thres
             ev.params.maxDets = list(max_dets)
         if iou_thresholds is not None:
             ev.params.iouThrs = np.array(iou_thresholds)
+        if recall_thresholds is not None:
+            ev.params.recThrs = np.array(recall_thresholds)
+        if area_ranges is not None:
+            ev.params.areaRng = [[lo, hi] for _, lo, hi in area_ranges]
+            ev.params.areaRngLbl = [label for label, _, _ in area_ranges]
         ev.evaluate()
         ev.accumulate()
         ev.summarize()

@@ -4,8 +4,8 @@ Per category the evaluated detections are ordered by (−score, image id, rank i
 the order pycocotools' stable mergesort gives over its image-by-image concatenation. For each area
 range, detection cap and IoU threshold a numba kernel walks that order once:
 
-- ignored detections are skipped (they repeat the previous precision–recall point in pycocotools and
-  cannot change any interpolated value);
+- ignored detections keep their rank and repeat the previous precision–recall point, as in
+  pycocotools (they cannot change a precision, but ``searchsorted`` can land on one for ``scores``);
 - ``recall = tp / G`` and ``precision = tp / (tp + fp + eps)`` with ``eps = np.spacing(1)``;
 - the precision envelope is taken from the right, sampled with ``searchsorted(recall, R, 'left')``
   at the recall thresholds, and left at 0 from the first threshold beyond the last recall;
@@ -57,9 +57,11 @@ def _accumulate_kernel(cat_start, cat_len, rank, tp_bits, ignored_bits, scores, 
                     tp = 0.0
                     fp = 0.0
                     for i in range(s0, s0 + cat_len[k]):
-                        if rank[i] >= max_dets[m] or ignored_bits[i, a] & bit:
+                        if rank[i] >= max_dets[m]:
                             continue
-                        if tp_bits[i, a] & bit:
+                        if ignored_bits[i, a] & bit:
+                            pass  # occupies a rank, repeating the previous point (it can carry eval['scores'])
+                        elif tp_bits[i, a] & bit:
                             tp += 1.0
                         else:
                             fp += 1.0

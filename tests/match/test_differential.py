@@ -13,6 +13,8 @@ PROTOCOLS = [
     CocoProtocol(max_dets=(1, 5, 10)),
     CocoProtocol(iou_thresholds=(0.1, 0.3, 0.5, 0.75, 0.9)),
     CocoProtocol(use_cats=False, max_dets=(1, 10, 1000)),
+    CocoProtocol(area_ranges=(("all", 0, 1e10), ("small", 0, 400), ("medium", 400, 2500), ("large", 2500, 1e10),
+                              ("tiny", 0, 100)), recall_thresholds=(0.0, 0.25, 0.5, 0.75, 1.0)),
 ]
 SEEDS_PER_BATCH = 12
 

@@ -1,0 +1,104 @@
+"""Generate a COCO-shaped ground truth and result set of any size (vectorised, seeded).
+
+Ground truth: Poisson(gt_per_image) boxes per image with COCO-like sizes (roughly 40 % small, 35 %
+medium, 25 % large), 1 % crowd. Detections, ``dets_per_image`` per image: jittered copies of ground
+truths (a realistic IoU spread, duplicates), some with the wrong class, the rest background boxes;
+scores rounded to 3 decimals so that ties occur, as in real result files.
+
+    python benchmarks/generate.py --images 5000 --classes 80 --out benchmarks/out/coco5k
+"""
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+
+def generate(n_images: int, n_classes: int, gt_per_image: float, dets_per_image: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    width = rng.choice([480, 500, 612, 640], n_images)
+    height = rng.choice([360, 427, 480, 640], n_images)
+    image_ids = np.arange(1, n_images + 1)
+
+    n_gt = rng.poisson(gt_per_image, n_images)
+    gt_image = np.repeat(np.arange(n_images), n_gt)
+    total_gt = gt_image.size
+    side = np.exp(rng.normal(3.7, 1.0, total_gt)).clip(2, 600)
+    aspect = np.exp(rng.normal(0, 0.5, total_gt))
+    gw = np.minimum(side * np.sqrt(aspect), width[gt_image] - 1)
+    gh = np.minimum(side / np.sqrt(aspect), height[gt_image] - 1)
+    gx = rng.random(total_gt) * (width[gt_image] - gw)
+    gy = rng.random(total_gt) * (height[gt_image] - gh)
+    gt_box = np.round(np.stack([gx, gy, gw, gh], 1), 2)
+    gt_cat = rng.integers(1, n_classes + 1, total_gt)
+    crowd = rng.random(total_gt) < 0.01
+    area = np.round(gt_box[:, 2] * gt_box[:, 3] * rng.uniform(0.55, 0.8, total_gt), 2)  # segmentation area
+
+    # detections: up to 3 per ground truth, capped at dets_per_image per image, background fills the rest
+    copies = rng.integers(0, 4, total_gt)
+    src = np.repeat(np.arange(total_gt), copies)
+    src_image = gt_image[src]
+    keep = np.zeros(src.size, bool)
+    order = np.argsort(src_image, kind="stable")
+    rank = np.arange(src.size) - np.searchsorted(src_image[order], src_image[order])
+    keep[order] = rank < dets_per_image
+    src = src[keep]
+    jitter = rng.normal(0, rng.choice([0.03, 0.1, 0.25], src.size)[:, None], (src.size, 4))
+    b = gt_box[src]
+    tp_box = np.stack([b[:, 0] + jitter[:, 0] * b[:, 2], b[:, 1] + jitter[:, 1] * b[:, 3],
+                       b[:, 2] * np.exp(jitter[:, 2]), b[:, 3] * np.exp(jitter[:, 3])], 1)
+    tp_cat = np.where(rng.random(src.size) < 0.85, gt_cat[src], rng.integers(1, n_classes + 1, src.size))
+    tp_score = rng.beta(4, 2, src.size)
+
+    per_image = np.bincount(gt_image[src], minlength=n_images)
+    n_bg = dets_per_image - per_image
+    bg_image = np.repeat(np.arange(n_images), n_bg)
+    bw = np.minimum(np.exp(rng.normal(3.5, 1.0, bg_image.size)), width[bg_image] - 1)
+    bh = np.minimum(np.exp(rng.normal(3.5, 1.0, bg_image.size)), height[bg_image] - 1)
+    bg_box = np.stack([rng.random(bg_image.size) * (width[bg_image] - bw),
+                       rng.random(bg_image.size) * (height[bg_image] - bh), bw, bh], 1)
+    bg_cat = rng.integers(1, n_classes + 1, bg_image.size)
+    bg_score = rng.beta(1.2, 5, bg_image.size)
+
+    dt_image = np.concatenate([gt_image[src], bg_image])
+    dt_box = np.round(np.concatenate([tp_box, bg_box]), 2)
+    dt_cat = np.concatenate([tp_cat, bg_cat])
+    dt_score = np.round(np.concatenate([tp_score, bg_score]), 3)
+    shuffle = rng.permutation(dt_image.size)
+
+    gt = {
+        "images": [{"id": int(i), "width": int(w), "height": int(h), "file_name": f"{i:012d}.jpg"}
+                   for i, w, h in zip(image_ids, width, height)],
+        "annotations": [
+            {"id": int(k + 1), "image_id": int(image_ids[im]), "category_id": int(c), "bbox": box.tolist(),
+             "area": float(a), "iscrowd": int(cr)}
+            for k, (im, c, box, a, cr) in enumerate(zip(gt_image, gt_cat, gt_box, area, crowd))
+        ],
+        "categories": [{"id": c, "name": f"class{c}", "supercategory": "thing"} for c in range(1, n_classes + 1)],
+    }
+    dets = [
+        {"image_id": int(image_ids[im]), "category_id": int(c), "bbox": box.tolist(), "score": float(s)}
+        for im, c, box, s in zip(dt_image[shuffle], dt_cat[shuffle], dt_box[shuffle], dt_score[shuffle])
+    ]
+    return gt, dets
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=5000)
+    parser.add_argument("--classes", type=int, default=80)
+    parser.add_argument("--gt-per-image", type=float, default=7.3)
+    parser.add_argument("--dets-per-image", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True, help="folder for gt.json and dt.json")
+    args = parser.parse_args(argv)
+    gt, dets = generate(args.images, args.classes, args.gt_per_image, args.dets_per_image, args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gt.json").write_bytes(orjson.dumps(gt))
+    (args.out / "dt.json").write_bytes(orjson.dumps(dets))
+    print(f"{args.out}: {len(gt['images'])} images, {len(gt['annotations'])} ground truths, {len(dets)} detections")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Child process of the benchmark: evaluate GT/DT JSON with one tool, print its 12 stats and timing as JSON.
+
+    python benchmarks/run_tool.py TOOL GT.json DT.json
+"""
+
+import contextlib
+import io
+import json
+import sys
+import time
+
+
+def evalengine_stats(gt, dt):
+    from evalengine import evaluate_coco
+    from evalengine.metrics.summary import summary_stats
+
+    return summary_stats(evaluate_coco(gt, dt))
+
+
+def pycocotools_stats(gt, dt):
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    return _cocoeval_stats(COCO, COCOeval, gt, dt)
+
+
+def faster_coco_eval_stats(gt, dt):
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    return _cocoeval_stats(COCO, COCOeval_faster, gt, dt)
+
+
+def hotcoco_stats(gt, dt):
+    from hotcoco import COCO, COCOeval
+
+    return _cocoeval_stats(COCO, COCOeval, gt, dt)
+
+
+def _cocoeval_stats(coco_cls, eval_cls, gt, dt):
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco_gt = coco_cls(gt)
+        coco_dt = coco_gt.loadRes(dt)
+        ev = eval_cls(coco_gt, coco_dt, "bbox")
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return [float(s) for s in ev.stats]
+
+
+TOOLS = {
+    "evalengine": evalengine_stats,
+    "pycocotools": pycocotools_stats,
+    "faster-coco-eval": faster_coco_eval_stats,
+    "hotcoco": hotcoco_stats,
+}
+
+if __name__ == "__main__":
+    tool, gt, dt = sys.argv[1:4]
+    started = time.perf_counter()
+    stats = TOOLS[tool](gt, dt)
+    print(json.dumps({"tool": tool, "stats": stats, "in_process_seconds": time.perf_counter() - started}))
