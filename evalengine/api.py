@@ -9,7 +9,8 @@ from pathlib import Path
 import polars as pl
 
 from evalengine.engine.matching import match_run
-from evalengine.io.coco import read_coco_gt, read_coco_results
+from evalengine.io.coco import read_coco_gt
+from evalengine.io.detections import estimate_rows, iter_detections
 from evalengine.match.protocol import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
@@ -125,15 +126,15 @@ def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.
     return Store(open_layout(path))
 
 
-def ingest_coco(gt_json, dt_json, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
-                overwrite: bool = False) -> Store:
-    """Validate a COCO ground-truth file and a result file and write them as a new store."""
+def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
+                overwrite: bool = False, progress=None) -> Store:
+    """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
+    :mod:`evalengine.io.detections`) and write them as a new store, streaming the detections into shards."""
     dataset = read_coco_gt(gt_json)
-    dt = read_coco_results(dt_json, dataset)
-    shards = n_shards or default_shard_count(max(dt.height, dataset.gt.height))
+    shards = n_shards or default_shard_count(max(estimate_rows(dt_path), dataset.gt.height))
     layout = create_store(
-        store, dataset.images, dataset.categories, dataset.gt, {run: dt}, n_shards=shards,
-        provenance={"gt": str(gt_json), run: str(dt_json)}, overwrite=overwrite,
+        store, dataset.images, dataset.categories, dataset.gt, {run: iter_detections(dt_path, dataset)},
+        n_shards=shards, provenance={"gt": str(gt_json), run: str(dt_path)}, overwrite=overwrite, progress=progress,
     )
     return Store(layout)
 

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from evalengine import __version__, schema
 from evalengine.errors import StoreError
@@ -61,12 +62,38 @@ def _write(frame: pl.DataFrame, folder: Path) -> None:
     frame.write_parquet(folder / PART, statistics=True)
 
 
-def write_sharded(frame: pl.DataFrame, shards, folder: Path, n_shards: int) -> None:
-    """Write ``frame`` as ``folder/shard=k/part-0.parquet`` for every shard (empty shards included)."""
-    frame = frame.with_columns(pl.Series("_shard", shards, dtype=pl.Int32))
-    parts = {key[0]: part.drop("_shard") for key, part in frame.partition_by("_shard", as_dict=True).items()}
-    for k in range(n_shards):
-        _write(parts.get(k, frame.clear().drop("_shard")), folder / f"shard={k}")
+class ShardWriter:
+    """Appends frames to one Parquet file per shard (``folder/shard=k/part-0.parquet``) as they come.
+
+    Memory stays bounded by the frame being written; shards that receive nothing get an empty file,
+    so every shard of a table exists.
+    """
+
+    def __init__(self, folder: Path, n_shards: int, table_schema: dict):
+        self.folder = Path(folder)
+        self.n_shards = n_shards
+        self.arrow_schema = pl.DataFrame(schema=table_schema).to_arrow().schema
+        self.writers = {}
+        self.rows = 0
+
+    def write(self, frame: pl.DataFrame, shards) -> None:
+        frame = frame.with_columns(pl.Series("_shard", shards, dtype=pl.Int32))
+        for (k,), part in frame.partition_by("_shard", as_dict=True).items():
+            if k not in self.writers:
+                (self.folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
+                self.writers[k] = pq.ParquetWriter(self.folder / f"shard={k}" / PART, self.arrow_schema)
+            self.writers[k].write_table(part.drop("_shard").to_arrow().cast(self.arrow_schema))
+        self.rows += frame.height
+
+    def close(self) -> int:
+        """Close every file; return the number of rows written."""
+        for k in range(self.n_shards):
+            if k in self.writers:
+                self.writers[k].close()
+            else:
+                (self.folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
+                pq.write_table(self.arrow_schema.empty_table(), self.folder / f"shard={k}" / PART)
+        return self.rows
 
 
 @dataclass(frozen=True)
@@ -101,27 +128,32 @@ class StoreLayout:
             raise StoreError(f"{self.root}: no run '{run}' (runs: {', '.join(self.runs) or 'none'})")
 
 
-def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False):
+def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False,
+                 progress=None):
     """Write a new store atomically.
 
-    ``runs`` maps a run name to its detection table (schema :data:`evalengine.schema.DT`).
+    ``runs`` maps a run name to an iterable of detection frames (schema :data:`evalengine.schema.DT`),
+    which are sharded and written as they come. ``progress(n_rows)`` is called after each frame.
     """
     if n_shards < 1:
         raise StoreError(f"n_shards must be >= 1, got {n_shards}")
     path = Path(path)
     images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
-    shard_by_image = images.select("image_id", "shard")
     with atomic_folder(path, overwrite=overwrite) as tmp:
         _write(images, tmp / "images")
         _write(categories, tmp / "categories")
-        gt_shards = gt.join(shard_by_image, on="image_id", how="left", maintain_order="left").get_column("shard")
-        write_sharded(gt, gt_shards, tmp / "gt", n_shards)
+        gt_writer = ShardWriter(tmp / "gt", n_shards, schema.GT)
+        gt_writer.write(gt, shard_of(gt.get_column("image_id").to_numpy(), n_shards))
+        gt_writer.close()
         run_rows = []
-        for run, dt in runs.items():
-            dt_shards = dt.join(shard_by_image, on="image_id", how="left", maintain_order="left").get_column("shard")
-            write_sharded(dt, dt_shards, tmp / "dt" / f"run={run}", n_shards)
+        for run, batches in runs.items():
+            writer = ShardWriter(tmp / "dt" / f"run={run}", n_shards, schema.DT)
+            for batch in batches:
+                writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
+                if progress:
+                    progress(batch.height)
             source = (provenance or {}).get(run, "")
-            run_rows.append({"run": run, "kind": "detections", "source": str(source), "n_detections": dt.height})
+            run_rows.append({"run": run, "kind": "detections", "source": str(source), "n_detections": writer.close()})
         _write(pl.DataFrame(run_rows, schema=schema.RUNS), tmp / "runs")
         manifest = {
             "schema_version": schema.SCHEMA_VERSION,

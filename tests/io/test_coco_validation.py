@@ -5,7 +5,8 @@ import json
 import pytest
 
 from evalengine.errors import InputError, InputWarning
-from evalengine.io.coco import read_coco_gt, read_coco_results
+from evalengine.io.coco import read_coco_gt
+from evalengine.io.detections import read_detections
 from tests.helpers import coco_dt, coco_gt
 
 
@@ -108,7 +109,7 @@ def results_error(tmp_path, dt) -> str:
     dataset = read_coco_gt(write(tmp_path, "gt.json", coco_gt([[0, 0, 1, 1]])))
     path = write(tmp_path, "dt.json", dt)
     with pytest.raises(InputError) as info:
-        read_coco_results(path, dataset)
+        read_detections(path, dataset)
     assert str(path) in str(info.value)
     return str(info.value)
 
@@ -120,7 +121,7 @@ def test_empty_results(tmp_path):
 def test_result_missing_score(tmp_path):
     dt = coco_dt([[0, 0, 1, 1], [0, 0, 1, 1]], [0.5, 0.5])
     del dt[1]["score"]
-    assert "result at position 1: missing field 'score'" in results_error(tmp_path, dt)
+    assert "detection at position 1: missing field 'score'" in results_error(tmp_path, dt)
 
 
 def test_result_of_unknown_image(tmp_path):
@@ -138,6 +139,6 @@ def test_result_of_unknown_category_is_kept_with_a_warning(tmp_path):
     dataset = read_coco_gt(write(tmp_path, "gt.json", coco_gt([[0, 0, 1, 1]])))
     path = write(tmp_path, "dt.json", coco_dt([[0, 0, 1, 1], [0, 0, 1, 1]], [0.5, 0.4], category_ids=[1, 9]))
     with pytest.warns(InputWarning, match="1 detections have category_id 9"):
-        dt = read_coco_results(path, dataset)
+        dt = read_detections(path, dataset)
     assert dt["category_id"].to_list() == [1, 9]
     assert dt["det_id"].to_list() == [1, 2]

@@ -22,15 +22,20 @@ def fake100(tmp_path_factory):
     return evaluation, reference
 
 
+def _indices(table, evaluation, reference):
+    """pycocotools array indices (k, t, a, m) of each row of one of our tables."""
+    p = evaluation.protocol
+    return (np.searchsorted(reference.params.catIds, table["category_id"].to_numpy()),
+            np.searchsorted(p.iou_thresholds, table["iou_threshold"].to_numpy()),
+            np.array([p.area_index(label) for label in table["area_range"].to_list()]),
+            np.searchsorted(p.max_dets, table["max_dets"].to_numpy()))
+
+
 def test_precision_recall_table_equals_pycocotools_arrays(fake100):
     evaluation, reference = fake100
     table = evaluation.precision_recall()
-    p = evaluation.protocol
-    k = np.searchsorted(reference.params.catIds, table["category_id"].to_numpy())
-    t = np.searchsorted(p.iou_thresholds, table["iou_threshold"].to_numpy())
-    a = np.array([evaluation.protocol.area_index(label) for label in table["area_range"].to_list()])
-    m = np.searchsorted(p.max_dets, table["max_dets"].to_numpy())
-    r = np.searchsorted(p.recall_thresholds, table["recall_threshold"].to_numpy())
+    k, t, a, m = _indices(table, evaluation, reference)
+    r = np.searchsorted(evaluation.protocol.recall_thresholds, table["recall_threshold"].to_numpy())
     assert table.height == reference.eval["precision"].size
     np.testing.assert_array_equal(table["precision"].to_numpy(), reference.eval["precision"][t, r, k, a, m])
     np.testing.assert_array_equal(table["score"].to_numpy(), reference.eval["scores"][t, r, k, a, m])
@@ -39,11 +44,7 @@ def test_precision_recall_table_equals_pycocotools_arrays(fake100):
 def test_ap_table_recall_equals_pycocotools(fake100):
     evaluation, reference = fake100
     table = evaluation.ap_table()
-    p = evaluation.protocol
-    k = np.searchsorted(reference.params.catIds, table["category_id"].to_numpy())
-    t = np.searchsorted(p.iou_thresholds, table["iou_threshold"].to_numpy())
-    a = np.array([p.area_index(label) for label in table["area_range"].to_list()])
-    m = np.searchsorted(p.max_dets, table["max_dets"].to_numpy())
+    k, t, a, m = _indices(table, evaluation, reference)
     np.testing.assert_array_equal(table["recall"].to_numpy(), reference.eval["recall"][t, k, a, m])
     precision = reference.eval["precision"][t, :, k, a, m]
     want = np.where(precision[:, 0] > -1, precision.mean(axis=1), -1.0)

@@ -1,0 +1,137 @@
+"""Detection files in any accepted format, read and validated in batches of bounded size.
+
+Formats (by extension):
+
+- ``.json``: a COCO result file (a JSON list of objects), read at once;
+- ``.jsonl`` / ``.ndjson``: one detection object per line, streamed;
+- ``.parquet``: streamed by record batch.
+
+Columns: ``image_id, category_id, score`` and either ``bbox`` (a list ``[x, y, w, h]``) or four columns
+``x, y, w, h``. As pycocotools ``loadRes``: a detection's id is its 1-based position in the file,
+``area = w*h``, and every ``image_id`` must belong to the ground truth. Detections of categories absent
+from the ground truth are kept (the store loses nothing) but warned about, since the COCO protocol,
+like pycocotools, leaves them out.
+"""
+
+import os
+import warnings
+from pathlib import Path
+from typing import Iterator
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from evalengine.errors import InputError, InputWarning
+from evalengine.io.coco import CocoDataset, read_coco_results_table
+from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, require, split_bbox
+
+FORMATS = (".json", ".jsonl", ".ndjson", ".parquet")
+BATCH_ROWS = 1_000_000
+_BYTES_PER_JSON_DETECTION = 85  # to estimate a shard count before streaming a JSON file
+
+
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(f"{path}: unknown detection format '{suffix}' (expected one of {', '.join(FORMATS)})")
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    return suffix
+
+
+def estimate_rows(path) -> int:
+    """Number of detections in the file (exact for Parquet, from the size for JSON)."""
+    path = Path(path)
+    if _format(path) == ".parquet":
+        return pq.ParquetFile(path).metadata.num_rows
+    return os.path.getsize(path) // _BYTES_PER_JSON_DETECTION
+
+
+def _columns(path: Path, names) -> list:
+    names = list(names)
+    box = ["bbox"] if "bbox" in names else list(BOX_COLUMNS)
+    wanted = ["image_id", "category_id", "score", *box]
+    missing = [c for c in wanted if c not in names]
+    if missing:
+        raise InputError(
+            f"{path}: missing column(s) {', '.join(missing)} (found {', '.join(names)}; "
+            "expected image_id, category_id, score and bbox or x, y, w, h)"
+        )
+    return wanted
+
+
+def _raw_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
+    kind = _format(path)
+    if kind == ".json":
+        yield read_coco_results_table(path)
+    elif kind == ".parquet":
+        try:
+            file = pq.ParquetFile(path)
+            columns = _columns(path, file.schema_arrow.names)
+            for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
+                yield pl.from_arrow(batch)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
+    else:
+        try:
+            lazy = pl.scan_ndjson(path, infer_schema_length=1000)
+            columns = _columns(path, lazy.collect_schema().names())
+            yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
+        except pl.exceptions.PolarsError as exc:
+            raise InputError(f"{path}: not a valid JSON Lines detection file ({str(exc).splitlines()[0]})") from exc
+
+
+def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset) -> pl.DataFrame:
+    """Validate one batch and bring it to :data:`evalengine.schema.DT`."""
+    frame = raw.with_row_index("det_id", offset=offset + 1).with_columns(pl.col("det_id").cast(pl.Int64))
+    row = pl.col("det_id") - 1
+    what = "detection at position"
+    require(frame, [c for c in ("image_id", "category_id", "score", "bbox") if c in frame.columns] +
+            [c for c in BOX_COLUMNS if c in frame.columns], path, what, row)
+    if "bbox" in frame.columns:
+        frame = frame.with_columns(pl.col("bbox").cast(pl.List(pl.Float64)))
+        frame = split_bbox(frame, path, what, row)
+    try:
+        frame = frame.with_columns(
+            pl.col("image_id", "category_id").cast(pl.Int64),
+            pl.col("score", *BOX_COLUMNS).cast(pl.Float64),
+        )
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: image_id and category_id must be integers, score and boxes numbers ({exc})") from exc
+    check_boxes(frame, path, what, row)
+    bad = frame.filter(~pl.col("score").is_finite())
+    if bad.height:
+        raise InputError(f"{path}: {what} {listed(bad.select(row).to_series())}: 'score' is not finite")
+    unknown = frame.filter(~pl.col("image_id").is_in(dataset.images.get_column("image_id").implode()))
+    if unknown.height:
+        ids = unknown.get_column("image_id").unique().sort()
+        raise InputError(f"{path}: image_id {listed(ids)} not in the ground truth's images")
+    return frame.select("det_id", "image_id", "category_id", "score", *BOX_COLUMNS,
+                        (pl.col("w") * pl.col("h")).alias("area"))
+
+
+def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS) -> Iterator[pl.DataFrame]:
+    """Validated detection batches of at most ``batch_rows`` rows (schema :data:`evalengine.schema.DT`)."""
+    path = Path(path)
+    known = dataset.categories.get_column("category_id").implode()
+    n_rows, unknown = 0, {}
+    for raw in _raw_batches(path, batch_rows):
+        batch = _normalise(raw, path, n_rows, dataset)
+        n_rows += raw.height
+        for cat, count in batch.filter(~pl.col("category_id").is_in(known)).get_column("category_id").value_counts().iter_rows():
+            unknown[cat] = unknown.get(cat, 0) + count
+        yield batch
+    if n_rows == 0:
+        raise InputError(f"{path}: the result list is empty (pycocotools cannot evaluate it either)")
+    if unknown:
+        warnings.warn(
+            f"{path}: {sum(unknown.values())} detections have category_id {listed(sorted(unknown))}, not in the "
+            "ground truth's categories; they are stored but not evaluated (as in pycocotools)",
+            InputWarning,
+            stacklevel=2,
+        )
+
+
+def read_detections(path, dataset: CocoDataset) -> pl.DataFrame:
+    """All detections of a file as one frame (for small inputs and tests; ingest streams instead)."""
+    return pl.concat(list(iter_detections(path, dataset)), how="vertical")

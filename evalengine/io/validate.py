@@ -1,0 +1,80 @@
+"""Shared checks of input tables; every message names the file and the offending ids or rows."""
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from evalengine.errors import InputError
+
+SHOWN = 5  # how many offending ids a message lists
+BOX_COLUMNS = ("x", "y", "w", "h")
+
+
+def listed(values) -> str:
+    values = list(values)
+    more = f" and {len(values) - SHOWN} more" if len(values) > SHOWN else ""
+    return ", ".join(str(v) for v in values[:SHOWN]) + more
+
+
+def read_json(path: Path, json_schema: dict) -> pl.DataFrame:
+    """Parse a JSON file with a fixed schema (unlisted fields are skipped), or raise a located InputError."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        return pl.read_json(path, schema=json_schema)
+    except (pl.exceptions.PolarsError, ValueError, OSError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(
+            f"{path}: not a valid COCO JSON file of the expected shape ({first_line}){_context(path, first_line)}"
+        ) from exc
+
+
+def _context(path: Path, message: str) -> str:
+    """The text around the parser's error position; NaN and Infinity (Python's json writes them) are named."""
+    found = re.search(r"at character (\d+)", message)
+    if not found:
+        return ""
+    at = int(found.group(1))
+    with open(path, "rb") as handle:
+        handle.seek(max(at - 40, 0))
+        text = handle.read(80).decode("utf-8", "replace")
+    hint = " NaN and Infinity are not valid JSON numbers." if re.search(r"NaN|Infinity", text) else ""
+    return f" near: ...{text}...{hint}"
+
+
+def require(frame: pl.DataFrame, columns, path: Path, what: str, id_expr: pl.Expr) -> None:
+    """Every row has a value in each of ``columns``."""
+    for column in columns:
+        missing = frame.filter(pl.col(column).is_null())
+        if missing.height:
+            raise InputError(f"{path}: {what} {listed(missing.select(id_expr).to_series())}: missing field '{column}'")
+
+
+def unique(frame: pl.DataFrame, column: str, path: Path, what: str) -> None:
+    dup = frame.filter(pl.col(column).is_duplicated()).get_column(column).unique().sort()
+    if dup.len():
+        raise InputError(f"{path}: duplicate {what} id {listed(dup)}")
+
+
+def split_bbox(frame: pl.DataFrame, path: Path, what: str, id_expr: pl.Expr) -> pl.DataFrame:
+    """Replace a ``bbox`` list column ``[x, y, w, h]`` by four columns."""
+    bad = frame.filter(pl.col("bbox").is_null() | (pl.col("bbox").list.len() != 4))
+    if bad.height:
+        raise InputError(
+            f"{path}: {what} {listed(bad.select(id_expr).to_series())}: 'bbox' must be a list of 4 numbers [x, y, w, h]"
+        )
+    return frame.with_columns(
+        [pl.col("bbox").list.get(i).alias(c) for i, c in enumerate(BOX_COLUMNS)]
+    ).drop("bbox")
+
+
+def check_boxes(frame: pl.DataFrame, path: Path, what: str, id_expr: pl.Expr) -> None:
+    """Boxes are finite with non-negative width and height (zero-size boxes are allowed)."""
+    finite = pl.all_horizontal([pl.col(c).is_finite() for c in BOX_COLUMNS])
+    bad = frame.filter(~finite)
+    if bad.height:
+        raise InputError(f"{path}: {what} {listed(bad.select(id_expr).to_series())}: 'bbox' has a non-finite value")
+    bad = frame.filter((pl.col("w") < 0) | (pl.col("h") < 0))
+    if bad.height:
+        raise InputError(f"{path}: {what} {listed(bad.select(id_expr).to_series())}: 'bbox' has a negative width or height")

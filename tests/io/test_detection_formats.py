@@ -1,0 +1,106 @@
+"""Detections from COCO JSON, JSON Lines and Parquet (bbox list or x, y, w, h) give the same store and numbers."""
+
+import math
+
+import polars as pl
+import pytest
+
+from evalengine.api import evaluate_coco, ingest_coco
+from evalengine.errors import InputError
+from evalengine.io.coco import read_coco_gt
+from evalengine.io.detections import iter_detections, read_detections
+from tests.conftest import PACKAGE_DATA
+
+GT = PACKAGE_DATA / "instances_val2014_100.json"
+DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
+
+
+@pytest.fixture(scope="module")
+def reference_stats():
+    from evalengine.metrics.summary import summary_stats
+
+    return summary_stats(evaluate_coco(GT, DT))
+
+
+def _frame():
+    return pl.read_json(DT, schema={"image_id": pl.Int64, "category_id": pl.Int64, "bbox": pl.List(pl.Float64),
+                                    "score": pl.Float64})
+
+
+def write_variants(tmp_path):
+    frame = _frame()
+    xywh = frame.with_columns([pl.col("bbox").list.get(i).alias(c) for i, c in enumerate("xywh")]).drop("bbox")
+    paths = {
+        "parquet_bbox": tmp_path / "dt_bbox.parquet",
+        "parquet_xywh": tmp_path / "dt_xywh.parquet",
+        "jsonl_bbox": tmp_path / "dt.jsonl",
+        "ndjson_xywh": tmp_path / "dt.ndjson",
+    }
+    frame.write_parquet(paths["parquet_bbox"])
+    xywh.write_parquet(paths["parquet_xywh"], row_group_size=100)
+    frame.write_ndjson(paths["jsonl_bbox"])
+    xywh.write_ndjson(paths["ndjson_xywh"])
+    return paths
+
+
+def test_every_format_gives_the_same_detections(tmp_path):
+    dataset = read_coco_gt(GT)
+    want = read_detections(DT, dataset)
+    for name, path in write_variants(tmp_path).items():
+        assert read_detections(path, dataset).equals(want), name
+
+
+def test_batches_keep_file_positions_as_ids(tmp_path):
+    dataset = read_coco_gt(GT)
+    path = write_variants(tmp_path)["parquet_xywh"]
+    batches = list(iter_detections(path, dataset, batch_rows=100))
+    assert len(batches) == math.ceil(734 / 100)
+    assert pl.concat(batches)["det_id"].to_list() == list(range(1, 735))
+
+
+@pytest.mark.parametrize("variant", ["parquet_bbox", "parquet_xywh", "jsonl_bbox", "ndjson_xywh"])
+def test_every_format_gives_the_same_stats(tmp_path, variant, reference_stats):
+    from evalengine.metrics.summary import summary_stats
+
+    path = write_variants(tmp_path)[variant]
+    assert summary_stats(evaluate_coco(GT, path, n_shards=3)) == reference_stats
+
+
+def test_missing_columns_are_named(tmp_path):
+    path = tmp_path / "dt.parquet"
+    _frame().drop("score").write_parquet(path)
+    with pytest.raises(InputError, match=r"dt.parquet: missing column\(s\) score"):
+        read_detections(path, read_coco_gt(GT))
+
+
+def test_non_finite_values_in_parquet(tmp_path):
+    path = tmp_path / "dt.parquet"
+    _frame().with_columns(pl.when(pl.int_range(pl.len()) == 3).then(float("nan")).otherwise(pl.col("score"))
+                          .alias("score")).write_parquet(path)
+    with pytest.raises(InputError, match="detection at position 3: 'score' is not finite"):
+        read_detections(path, read_coco_gt(GT))
+    xywh = tmp_path / "xywh.parquet"
+    pl.DataFrame({"image_id": [42], "category_id": [1], "score": [0.5], "x": [1.0], "y": [float("inf")],
+                  "w": [1.0], "h": [1.0]}).write_parquet(xywh)
+    with pytest.raises(InputError, match="detection at position 0: 'bbox' has a non-finite value"):
+        read_detections(xywh, read_coco_gt(GT))
+
+
+def test_unknown_format_and_bad_types(tmp_path):
+    with pytest.raises(InputError, match="unknown detection format '.csv'"):
+        read_detections(tmp_path / "dt.csv", read_coco_gt(GT))
+    path = tmp_path / "dt.parquet"
+    _frame().with_columns(pl.col("image_id").cast(pl.String) + "x").write_parquet(path)
+    with pytest.raises(InputError, match="image_id and category_id must be integers"):
+        read_detections(path, read_coco_gt(GT))
+
+
+def test_failed_streaming_ingest_leaves_nothing(tmp_path):
+    path = tmp_path / "dt.parquet"
+    frame = _frame()
+    bad_last = frame.with_columns(pl.when(pl.int_range(pl.len()) == frame.height - 1).then(999999)
+                                  .otherwise(pl.col("image_id")).alias("image_id"))
+    bad_last.write_parquet(path, row_group_size=50)
+    with pytest.raises(InputError, match="image_id 999999 not in the ground truth's images"):
+        ingest_coco(GT, path, tmp_path / "store")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dt.parquet"]
