@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-import orjson
+import polars as pl
 
 
 def generate(n_images: int, n_classes: int, gt_per_image: float, dets_per_image: int, seed: int = 0):
@@ -67,37 +67,54 @@ def generate(n_images: int, n_classes: int, gt_per_image: float, dets_per_image:
     dt_score = np.round(np.concatenate([tp_score, bg_score]), 3)
     shuffle = rng.permutation(dt_image.size)
 
-    gt = {
-        "images": [{"id": int(i), "width": int(w), "height": int(h), "file_name": f"{i:012d}.jpg"}
-                   for i, w, h in zip(image_ids, width, height)],
-        "annotations": [
-            {"id": int(k + 1), "image_id": int(image_ids[im]), "category_id": int(c), "bbox": box.tolist(),
-             "area": float(a), "iscrowd": int(cr)}
-            for k, (im, c, box, a, cr) in enumerate(zip(gt_image, gt_cat, gt_box, area, crowd))
-        ],
-        "categories": [{"id": c, "name": f"class{c}", "supercategory": "thing"} for c in range(1, n_classes + 1)],
-    }
-    dets = [
-        {"image_id": int(image_ids[im]), "category_id": int(c), "bbox": box.tolist(), "score": float(s)}
-        for im, c, box, s in zip(dt_image[shuffle], dt_cat[shuffle], dt_box[shuffle], dt_score[shuffle])
-    ]
-    return gt, dets
+    images = pl.DataFrame({"id": image_ids, "width": width, "height": height,
+                           "file_name": [f"{i:012d}.jpg" for i in image_ids]})
+    annotations = pl.DataFrame({
+        "id": np.arange(1, total_gt + 1), "image_id": image_ids[gt_image], "category_id": gt_cat,
+        "bbox": gt_box, "area": area, "iscrowd": crowd.astype(np.int64),
+    }).with_columns(pl.col("bbox").arr.to_list())
+    categories = pl.DataFrame({"id": np.arange(1, n_classes + 1), "name": [f"class{c}" for c in range(1, n_classes + 1)],
+                               "supercategory": "thing"})
+    detections = pl.DataFrame({
+        "image_id": image_ids[dt_image[shuffle]], "category_id": dt_cat[shuffle],
+        "bbox": dt_box[shuffle], "score": dt_score[shuffle],
+    }).with_columns(pl.col("bbox").arr.to_list())
+    return images, annotations, categories, detections
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def write(out: Path, images, annotations, categories, detections, parquet: bool = False) -> None:
+    """``out/gt.json`` (COCO), ``out/dt.json`` (a COCO result list) and, if asked, ``out/dt.parquet``."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "gt.json", "w") as handle:
+        handle.write('{"images":')
+        handle.write(images.write_json())
+        handle.write(',"annotations":')
+        handle.write(annotations.write_json())
+        handle.write(',"categories":')
+        handle.write(categories.write_json())
+        handle.write("}")
+    detections.write_json(out / "dt.json")
+    if parquet:
+        detections.write_parquet(out / "dt.parquet")
+
+
+def add_size_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", type=int, default=5000)
     parser.add_argument("--classes", type=int, default=80)
     parser.add_argument("--gt-per-image", type=float, default=7.3)
     parser.add_argument("--dets-per-image", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_size_arguments(parser)
+    parser.add_argument("--parquet", action="store_true", help="also write the detections as dt.parquet")
     parser.add_argument("--out", type=Path, required=True, help="folder for gt.json and dt.json")
     args = parser.parse_args(argv)
-    gt, dets = generate(args.images, args.classes, args.gt_per_image, args.dets_per_image, args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gt.json").write_bytes(orjson.dumps(gt))
-    (args.out / "dt.json").write_bytes(orjson.dumps(dets))
-    print(f"{args.out}: {len(gt['images'])} images, {len(gt['annotations'])} ground truths, {len(dets)} detections")
+    tables = generate(args.images, args.classes, args.gt_per_image, args.dets_per_image, args.seed)
+    write(args.out, *tables, parquet=args.parquet)
+    print(f"{args.out}: {tables[0].height} images, {tables[1].height} ground truths, {tables[3].height} detections")
 
 
 if __name__ == "__main__":

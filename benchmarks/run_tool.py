@@ -1,6 +1,6 @@
-"""Child process of the benchmark: evaluate GT/DT JSON with one tool, print its 12 stats and timing as JSON.
+"""Child process of the benchmark: evaluate with one tool, print its 12 stats and timing as JSON.
 
-    python benchmarks/run_tool.py TOOL GT.json DT.json
+    python benchmarks/run_tool.py TOOL GT DT        (DT: JSON, or Parquet for evalengine; a store for evalengine-store)
 """
 
 import contextlib
@@ -15,6 +15,12 @@ def evalengine_stats(gt, dt):
     from evalengine.metrics.summary import summary_stats
 
     return summary_stats(evaluate_coco(gt, dt))
+
+
+def evalengine_store_stats(_gt, store):
+    import evalengine
+
+    return evalengine.open(store).evaluate().stats()
 
 
 def pycocotools_stats(gt, dt):
@@ -49,6 +55,8 @@ def _cocoeval_stats(coco_cls, eval_cls, gt, dt):
 
 TOOLS = {
     "evalengine": evalengine_stats,
+    "evalengine-parquet": evalengine_stats,
+    "evalengine-store": evalengine_store_stats,
     "pycocotools": pycocotools_stats,
     "faster-coco-eval": faster_coco_eval_stats,
     "hotcoco": hotcoco_stats,

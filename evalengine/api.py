@@ -15,6 +15,7 @@ from evalengine.match.protocol import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
+from evalengine.progress import Phases
 from evalengine.store.layout import StoreLayout, create_store, open_layout
 
 DEFAULT_RUN = "default"
@@ -54,10 +55,11 @@ class Store:
         return pl.scan_parquet(self.path / "dt" / f"run={run}" / "**" / "*.parquet", hive_partitioning=True)
 
     def evaluate(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                 scheduler: str = "threads", address: str | None = None) -> "Evaluation":
+                 scheduler: str = "threads", address: str | None = None, on_shard_done=None) -> "Evaluation":
         """Match ``run`` under ``protocol`` (reusing a stored match table with the same parameters)."""
         protocol = protocol or CocoProtocol()
-        folder = match_run(self.layout, run, protocol, scheduler=scheduler, address=address)
+        folder = match_run(self.layout, run, protocol, scheduler=scheduler, address=address,
+                           on_shard_done=on_shard_done)
         return Evaluation(store=self, run=run, protocol=protocol, matches_dir=folder)
 
 
@@ -139,11 +141,28 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     return Store(layout)
 
 
-def evaluate_coco(gt_json, dt_json, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
-                  scheduler: str = "threads", address: str | None = None) -> ap_metrics.Accumulation:
-    """JSON in, accumulated COCO metrics out; the store is kept at ``store`` or made in a temporary folder."""
+def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
+                  scheduler: str = "threads", address: str | None = None,
+                  phases: Phases | None = None) -> ap_metrics.Accumulation:
+    """Files in, accumulated COCO metrics out; the store is kept at ``store`` or made in a temporary folder.
+
+    ``phases`` (a :class:`~evalengine.progress.Phases`) shows progress and times ingest, match and accumulate.
+    """
     protocol = protocol or CocoProtocol()
+    phases = phases or Phases()
     with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
         target = Path(store) if store is not None else Path(tmp) / "store"
-        store_ = ingest_coco(gt_json, dt_json, target, n_shards=n_shards)
-        return store_.evaluate(protocol, scheduler=scheduler, address=address).accumulate()
+        with phases.phase("ingest", total=estimate_rows(dt_path), unit="detections") as advance:
+            store_ = ingest_coco(gt_json, dt_path, target, n_shards=n_shards, progress=advance)
+        return evaluate_store(store_, protocol, scheduler=scheduler, address=address, phases=phases)
+
+
+def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
+                   scheduler: str = "threads", address: str | None = None,
+                   phases: Phases | None = None) -> ap_metrics.Accumulation:
+    """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
+    phases = phases or Phases()
+    with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
+        evaluation = store.evaluate(protocol, run=run, scheduler=scheduler, address=address, on_shard_done=advance)
+    with phases.phase("accumulate"):
+        return evaluation.accumulate()

@@ -12,9 +12,11 @@ from pathlib import Path
 from evalengine import api
 from evalengine.engine.runner import SCHEDULERS
 from evalengine.errors import EvalEngineError
+from evalengine.io.detections import estimate_rows
 from evalengine.match.protocol import COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, CocoProtocol
 from evalengine.metrics.ap import Accumulation
 from evalengine.metrics.summary import STAT_NAMES, format_summary, per_class_frame, summary_stats
+from evalengine.progress import Phases
 
 
 def _protocol_args(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +35,22 @@ def _protocol_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", choices=SCHEDULERS, default="threads", help="Dask scheduler for matching")
     parser.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
+    _run_args(parser)
+
+
+def _run_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (they show only on a terminal)")
+    parser.add_argument("--profile", action="store_true", help="print the time of each phase on stderr")
+
+
+def _phases(args) -> Phases:
+    return Phases(quiet=args.quiet)
+
+
+def _profiled(args, phases: Phases, text: str) -> str:
+    if args.profile:
+        print(phases.report(), file=sys.stderr)
+    return text
 
 
 def _area_range(text: str) -> tuple:
@@ -69,20 +87,25 @@ def _report(acc: Accumulation, as_json: bool, store=None) -> str:
 
 
 def _cmd_coco(args) -> str:
+    phases = _phases(args)
     acc = api.evaluate_coco(args.gt, args.dt, _protocol(args), store=args.store, n_shards=args.shards,
-                            scheduler=args.scheduler, address=args.address)
-    return _report(acc, args.json, args.store)
+                            scheduler=args.scheduler, address=args.address, phases=phases)
+    return _profiled(args, phases, _report(acc, args.json, args.store))
 
 
 def _cmd_ingest(args) -> str:
-    store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run, overwrite=args.overwrite)
-    return f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})"
+    phases = _phases(args)
+    with phases.phase("ingest", total=estimate_rows(args.dt), unit="detections") as advance:
+        store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
+                                overwrite=args.overwrite, progress=advance)
+    return _profiled(args, phases, f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})")
 
 
 def _cmd_evaluate(args) -> str:
-    evaluation = api.open(args.store).evaluate(_protocol(args), run=args.run, scheduler=args.scheduler,
-                                               address=args.address)
-    return _report(evaluation.accumulate(), args.json)
+    phases = _phases(args)
+    acc = api.evaluate_store(api.open(args.store), _protocol(args), run=args.run, scheduler=args.scheduler,
+                             address=args.address, phases=phases)
+    return _profiled(args, phases, _report(acc, args.json))
 
 
 def _cmd_demo(args) -> str:
@@ -115,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     coco = sub.add_parser("coco", help="evaluate COCO JSON files as pycocotools would (bbox)")
     coco.add_argument("--gt", required=True, help="COCO ground-truth JSON")
-    coco.add_argument("--dt", required=True, help="COCO result JSON (a list of detections)")
+    coco.add_argument("--dt", required=True,
+                      help="detections: COCO result JSON, JSON Lines or Parquet (image_id, category_id, score, "
+                           "bbox or x, y, w, h)")
     coco.add_argument("--store", default=None, help="keep the store here (default: a temporary folder)")
     coco.add_argument("--shards", type=int, default=None, help="image shards (default: ~100k detections each)")
     _protocol_args(coco)
@@ -130,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest_coco.add_argument("--shards", type=int, default=None)
     ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
     ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    _run_args(ingest_coco)
     ingest_coco.set_defaults(func=_cmd_ingest)
 
     evaluate = sub.add_parser("evaluate", help="match a stored run and print its COCO summary")

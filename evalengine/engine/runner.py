@@ -5,21 +5,42 @@ without copying shards between processes.
 """
 
 import dask
+from dask.callbacks import Callback
+
+from evalengine.errors import EvalEngineError
 
 SCHEDULERS = ("sync", "threads", "processes")
 
 
-def run_shard_tasks(task, shard_args, scheduler: str = "threads", address: str | None = None) -> list:
+class _TaskDone(Callback):
+    """Calls ``on_done()`` after each task of the local schedulers finishes."""
+
+    def __init__(self, on_done):
+        super().__init__()
+        self.on_done = on_done
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        self.on_done()
+
+
+def run_shard_tasks(task, shard_args, scheduler: str = "threads", address: str | None = None,
+                    on_done=None) -> list:
     """Apply ``task`` to each element of ``shard_args`` as Dask tasks; return the results in order.
 
     ``address`` (``tcp://host:port``) sends the tasks to an existing ``dask.distributed`` cluster.
+    ``on_done()`` is called as each shard finishes (for progress bars).
     """
+    on_done = on_done or (lambda: None)
     delayed = [dask.delayed(task, pure=False)(*args) for args in shard_args]
     if address is not None:
-        from distributed import Client
+        from distributed import Client, as_completed
 
         with Client(address) as client:
-            return list(client.compute(delayed, sync=True))
+            futures = client.compute(delayed)
+            for _ in as_completed(futures):
+                on_done()
+            return client.gather(futures)
     if scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
-    return list(dask.compute(*delayed, scheduler=scheduler))
+        raise EvalEngineError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+    with _TaskDone(on_done):
+        return list(dask.compute(*delayed, scheduler=scheduler))

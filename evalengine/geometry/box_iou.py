@@ -6,7 +6,6 @@ crowd ground truth the union is the detection's own area (intersection over dete
 """
 
 import numba
-import numpy as np
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -22,16 +21,3 @@ def coco_box_iou(dx, dy, dw, dh, gx, gy, gw, gh, crowd):
     det_area = dw * dh
     union = det_area if crowd else det_area + gw * gh - inter
     return inter / union
-
-
-@numba.njit(cache=True, nogil=True)
-def coco_box_iou_matrix(dt_box, gt_box, gt_crowd):
-    """IoU matrix (detections × ground truths) of ``xywh`` boxes."""
-    out = np.empty((dt_box.shape[0], gt_box.shape[0]))
-    for d in range(dt_box.shape[0]):
-        for g in range(gt_box.shape[0]):
-            out[d, g] = coco_box_iou(
-                dt_box[d, 0], dt_box[d, 1], dt_box[d, 2], dt_box[d, 3],
-                gt_box[g, 0], gt_box[g, 1], gt_box[g, 2], gt_box[g, 3], gt_crowd[g],
-            )
-    return out

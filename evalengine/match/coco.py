@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from evalengine.geometry.box_iou import coco_box_iou_matrix
+from evalengine.geometry.box_iou import coco_box_iou
 from evalengine.match.protocol import CocoProtocol
 
 _ONE = np.uint64(1)
@@ -40,15 +40,29 @@ def _coco_match_kernel(
     dt_iou = np.zeros((n_dt, n_thr))
     gt_ignored = np.zeros(n_gt, np.uint64)
     gt_matched = np.zeros((n_gt, n_area), np.uint64)
+    most_gt = max(grp_gt_len.max(), 1) if grp_gt_len.shape[0] else 1
+    most_dt = max(grp_dt_len.max(), 1) if grp_dt_len.shape[0] else 1
+    ious = np.empty((most_dt, most_gt))  # scratch buffers, reused by every group
+    order = np.empty(most_gt, np.int64)
+    ignored = np.empty(most_gt, np.bool_)
+    taken = np.empty(most_gt, np.bool_)
     for k in range(grp_gt_start.shape[0]):
         g0 = grp_gt_start[k]
         ng = grp_gt_len[k]
         d0 = grp_dt_start[k]
         nd = grp_dt_len[k]
-        ious = coco_box_iou_matrix(dt_box[d0:d0 + nd], gt_box[g0:g0 + ng], gt_crowd[g0:g0 + ng])
-        order = np.empty(ng, np.int64)
-        ignored = np.empty(ng, np.bool_)
-        taken = np.empty(ng, np.bool_)
+        if ng == 0:  # nothing to match: only the out-of-range rule applies
+            for a in range(n_area):
+                for d in range(nd):
+                    if dt_area[d0 + d] < area_lo[a] or dt_area[d0 + d] > area_hi[a]:
+                        dt_ignored[d0 + d, a] = ~np.uint64(0) >> np.uint64(64 - n_thr)
+            continue
+        for d in range(nd):
+            for g in range(ng):
+                ious[d, g] = coco_box_iou(
+                    dt_box[d0 + d, 0], dt_box[d0 + d, 1], dt_box[d0 + d, 2], dt_box[d0 + d, 3],
+                    gt_box[g0 + g, 0], gt_box[g0 + g, 1], gt_box[g0 + g, 2], gt_box[g0 + g, 3], gt_crowd[g0 + g],
+                )
         for a in range(n_area):
             lo = area_lo[a]
             hi = area_hi[a]
@@ -69,7 +83,7 @@ def _coco_match_kernel(
                 ignored[i] = i >= n_regular
             for t in range(n_thr):
                 thr_bit = _ONE << np.uint64(t)
-                taken[:] = False
+                taken[:ng] = False
                 for d in range(nd):
                     best = min(iou_thr[t], 1 - 1e-10)
                     m = -1
@@ -103,38 +117,64 @@ def _coco_match_kernel(
     return dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched
 
 
-def _group_keys(protocol: CocoProtocol) -> list:
-    return ["image_id", "category_id"] if protocol.use_cats else ["image_id"]
-
-
 def prepare_gt(gt: pl.DataFrame, category_ids) -> pl.DataFrame:
     """Ground truths of evaluated categories in pycocotools order: image, category, file order."""
-    return gt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode())).sort(
-        ["image_id", "category_id", "gt_order"]
-    )
+    gt = gt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode()))
+    order = np.lexsort([gt.get_column(c).to_numpy() for c in ("gt_order", "category_id", "image_id")])
+    return gt[order]
 
 
 def prepare_dt(dt: pl.DataFrame, category_ids, protocol: CocoProtocol) -> pl.DataFrame:
     """Detections of evaluated categories, score-sorted per group, ranked, cut to ``maxDets[-1]``."""
-    keys = _group_keys(protocol)
-    tie_order = ["det_id"] if protocol.use_cats else ["category_id", "det_id"]
-    return (
-        dt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode()))
-        .sort([*keys, "score", *tie_order], descending=[False] * len(keys) + [True] + [False] * len(tie_order))
-        .with_columns(pl.int_range(pl.len(), dtype=pl.Int32).over(keys).alias("dt_rank"))
-        .filter(pl.col("dt_rank") < protocol.max_det_cap)
-    )
+    dt = dt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode()))
+    image = dt.get_column("image_id").to_numpy()
+    category = dt.get_column("category_id").to_numpy()
+    tie_order = ["det_id"] if protocol.use_cats else ["det_id", "category_id"]
+    keys = [dt.get_column(c).to_numpy() for c in tie_order] + [-dt.get_column("score").to_numpy()]
+    keys += [category, image] if protocol.use_cats else [image]
+    order = np.lexsort(keys)  # the last key is the primary one
+    rank = _rank_in_group(image[order], category[order] if protocol.use_cats else np.zeros_like(category))
+    keep = rank < protocol.max_det_cap
+    return dt[order[keep]].with_columns(pl.Series("dt_rank", rank[keep], dtype=pl.Int32))
 
 
-def _groups(gt: pl.DataFrame, dt: pl.DataFrame, keys: list) -> pl.DataFrame:
-    def offsets(frame, prefix):
-        return (
-            frame.group_by(keys, maintain_order=True)
-            .agg(pl.len().alias(f"{prefix}_len"))
-            .with_columns((pl.col(f"{prefix}_len").cum_sum() - pl.col(f"{prefix}_len")).alias(f"{prefix}_start"))
-        )
+@numba.njit(cache=True, nogil=True)
+def _rank_in_group(image, category):
+    """0-based position of each row within its run of equal (image, category) in sorted arrays."""
+    out = np.empty(image.shape[0], np.int64)
+    for i in range(image.shape[0]):
+        same = i and image[i] == image[i - 1] and category[i] == category[i - 1]
+        out[i] = out[i - 1] + 1 if same else 0
+    return out
 
-    return offsets(gt, "gt").join(offsets(dt, "dt"), on=keys, how="full", coalesce=True).fill_null(0)
+
+@numba.njit(cache=True, nogil=True)
+def _merge_groups(gt_image, gt_category, dt_image, dt_category, use_cats):
+    """(gt_start, gt_len, dt_start, dt_len) of every group present on either side; both sides sorted by group."""
+    n_gt, n_dt = gt_image.shape[0], dt_image.shape[0]
+    out = np.empty((n_gt + n_dt, 4), np.int64)
+    i = j = n = 0
+    while i < n_gt or j < n_dt:
+        if j == n_dt:
+            side = -1
+        elif i == n_gt:
+            side = 1
+        else:
+            side = 0
+            if gt_image[i] != dt_image[j]:
+                side = -1 if gt_image[i] < dt_image[j] else 1
+            elif use_cats and gt_category[i] != dt_category[j]:
+                side = -1 if gt_category[i] < dt_category[j] else 1
+        i0, j0 = i, j
+        if side <= 0:
+            while i < n_gt and gt_image[i] == gt_image[i0] and (not use_cats or gt_category[i] == gt_category[i0]):
+                i += 1
+        if side >= 0:
+            while j < n_dt and dt_image[j] == dt_image[j0] and (not use_cats or dt_category[j] == dt_category[j0]):
+                j += 1
+        out[n, 0], out[n, 1], out[n, 2], out[n, 3] = i0, i - i0, j0, j - j0
+        n += 1
+    return out[:n]
 
 
 def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:
@@ -146,10 +186,12 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     """Match one shard; return ``(dt_matches, gt_matches)`` frames (see :mod:`evalengine.schema`)."""
     gt = prepare_gt(gt, category_ids)
     dt = prepare_dt(dt, category_ids, protocol)
-    groups = _groups(gt, dt, _group_keys(protocol))
 
     def col(frame, name, dtype=np.float64):
         return frame.get_column(name).to_numpy().astype(dtype, copy=False)
+
+    groups = _merge_groups(col(gt, "image_id", np.int64), col(gt, "category_id", np.int64),
+                           col(dt, "image_id", np.int64), col(dt, "category_id", np.int64), protocol.use_cats)
 
     def boxes(frame):
         return np.ascontiguousarray(frame.select("x", "y", "w", "h").to_numpy().astype(np.float64))
@@ -157,8 +199,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched = _coco_match_kernel(
         boxes(gt), col(gt, "area"), col(gt, "iscrowd", np.bool_), col(gt, "gt_id", np.int64) == 0,
         boxes(dt), col(dt, "area"),
-        col(groups, "gt_start", np.int64), col(groups, "gt_len", np.int64),
-        col(groups, "dt_start", np.int64), col(groups, "dt_len", np.int64),
+        groups[:, 0], groups[:, 1], groups[:, 2], groups[:, 3],
         np.array(protocol.iou_thresholds), np.array([r[1] for r in protocol.area_ranges]),
         np.array([r[2] for r in protocol.area_ranges]), protocol.zero_id_quirk,
     )

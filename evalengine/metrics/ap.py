@@ -1,14 +1,17 @@
 """COCO precision, AP and recall as a query over the match table (pycocotools ``accumulate``).
 
 Per category the evaluated detections are ordered by (−score, image id, rank in the image), which is
-the order pycocotools' stable mergesort gives over its image-by-image concatenation. For each area
-range, detection cap and IoU threshold a numba kernel walks that order once:
+the order pycocotools' stable mergesort gives over its image-by-image concatenation. A numba kernel
+walks that order once per (category, area range), for every detection cap and IoU threshold at once:
 
-- ignored detections keep their rank and repeat the previous precision–recall point, as in
-  pycocotools (they cannot change a precision, but ``searchsorted`` can land on one for ``scores``);
 - ``recall = tp / G`` and ``precision = tp / (tp + fp + eps)`` with ``eps = np.spacing(1)``;
-- the precision envelope is taken from the right, sampled with ``searchsorted(recall, R, 'left')``
-  at the recall thresholds, and left at 0 from the first threshold beyond the last recall;
+- pycocotools samples the right-to-left precision envelope with ``searchsorted(recall, R, 'left')``.
+  Recall only rises at a true positive and precision only falls between two, so every sampled value
+  is the envelope at a true positive (or, for ``R <= 0``, at the first rank): the kernel keeps just
+  those points, which gives the same floats with memory bounded by the ground-truth count;
+- ignored detections are not counted but keep their rank, as in pycocotools (the first rank's score
+  can be an ignored detection's in ``eval['scores']``);
+- thresholds from the first one beyond the last recall on are left at 0 (pycocotools' try/except);
 - AP is the mean of the sampled precisions, recall the final recall; both are −1 when the category
   has no regular ground truth in the area range.
 """
@@ -19,15 +22,55 @@ import numba
 import numpy as np
 import polars as pl
 
+from evalengine.errors import EvalEngineError
 from evalengine.match.protocol import CocoProtocol
 
 _EPS = np.spacing(1)
 
 
-@numba.njit(cache=True, nogil=True)
-def _accumulate_kernel(cat_start, cat_len, rank, tp_bits, ignored_bits, scores, n_regular_gt,
-                       max_dets, n_thr, rec_thr, want_curve):
-    n_cat = cat_start.shape[0]
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _order_by_category(cat_index, n_cat, score, image_id, rank):
+    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank); stable sorts."""
+    counts = np.zeros(n_cat + 1, np.int64)
+    for c in cat_index:
+        counts[c + 1] += 1
+    starts = np.cumsum(counts)
+    fill = starts[:-1].copy()
+    order = np.empty(cat_index.shape[0], np.int64)
+    for i in range(cat_index.shape[0]):
+        order[fill[cat_index[i]]] = i
+        fill[cat_index[i]] += 1
+    for k in numba.prange(n_cat):
+        seg = order[starts[k]:starts[k + 1]]
+        seg[:] = seg[np.argsort(rank[seg], kind="mergesort")]
+        seg[:] = seg[np.argsort(image_id[seg], kind="mergesort")]
+        seg[:] = seg[np.argsort(-score[seg], kind="mergesort")]
+    return order, starts
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _gather(order, rank, tp_bits, ignored_bits, score):
+    """The kernel's inputs in ranking order (one pass, so the kernel then reads memory sequentially)."""
+    n = order.shape[0]
+    rank_out = np.empty(n, np.int64)
+    tp_out = np.empty((n, tp_bits.shape[1]), np.uint64)
+    ignored_out = np.empty((n, tp_bits.shape[1]), np.uint64)
+    score_out = np.empty(n)
+    for j in numba.prange(n):
+        i = order[j]
+        rank_out[j] = rank[i]
+        score_out[j] = score[i]
+        for a in range(tp_bits.shape[1]):
+            tp_out[j, a] = tp_bits[i, a]
+            ignored_out[j, a] = ignored_bits[i, a]
+    return rank_out, tp_out, ignored_out, score_out
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt, max_dets, n_thr, rec_thr,
+                       want_curve):
+    """Rows ``starts[k]:starts[k+1]`` are category ``k``'s detections in ranking order."""
+    n_cat = starts.shape[0] - 1
     n_area = tp_bits.shape[1]
     n_md = max_dets.shape[0]
     n_rec = rec_thr.shape[0]
@@ -36,51 +79,69 @@ def _accumulate_kernel(cat_start, cat_len, rank, tp_bits, ignored_bits, scores, 
     curve_shape = (n_cat, n_area, n_md, n_thr, n_rec) if want_curve else (0, 0, 0, 0, 0)
     precision = np.full(curve_shape, -1.0)
     score_at = np.full(curve_shape, -1.0)
-    longest = 0
-    for k in range(n_cat):
-        longest = max(longest, cat_len[k])
-    rc = np.empty(longest)
-    pr = np.empty(longest)
-    ss = np.empty(longest)
-    q = np.empty(n_rec)
-    qs = np.empty(n_rec)
-    for k in range(n_cat):
-        s0 = cat_start[k]
+    for k in numba.prange(n_cat):
         for a in range(n_area):
             n_gt = n_regular_gt[k, a]
             if n_gt == 0:
                 continue
+            tp = np.zeros((n_md, n_thr))
+            fp = np.zeros((n_md, n_thr))
+            n_ranked = np.zeros(n_md, np.int64)
+            first_score = np.zeros(n_md)
+            n_events = np.zeros((n_md, n_thr), np.int64)
+            event_recall = np.empty((n_md, n_thr, n_gt))
+            event_precision = np.empty((n_md, n_thr, n_gt))
+            event_score = np.empty((n_md, n_thr, n_gt))
+            for i in range(starts[k], starts[k + 1]):
+                tp_i = tp_bits[i, a]
+                ignored_i = ignored_bits[i, a]
+                for m in range(n_md):
+                    if rank[i] >= max_dets[m]:
+                        continue
+                    if n_ranked[m] == 0:
+                        first_score[m] = scores[i]
+                    n_ranked[m] += 1
+                    if tp_i == 0 and ignored_i == 0:  # a false positive at every threshold (the usual case)
+                        for t in range(n_thr):
+                            fp[m, t] += 1.0
+                        continue
+                    for t in range(n_thr):
+                        bit = np.uint64(1) << np.uint64(t)
+                        if ignored_i & bit:
+                            continue
+                        if tp_i & bit:
+                            tp[m, t] += 1.0
+                            e = n_events[m, t]
+                            event_recall[m, t, e] = tp[m, t] / n_gt
+                            event_precision[m, t, e] = tp[m, t] / (fp[m, t] + tp[m, t] + _EPS)
+                            event_score[m, t, e] = scores[i]
+                            n_events[m, t] = e + 1
+                        else:
+                            fp[m, t] += 1.0
+            q = np.empty(n_rec)
+            qs = np.empty(n_rec)
             for m in range(n_md):
                 for t in range(n_thr):
-                    bit = np.uint64(1) << np.uint64(t)
-                    n = 0
-                    tp = 0.0
-                    fp = 0.0
-                    for i in range(s0, s0 + cat_len[k]):
-                        if rank[i] >= max_dets[m]:
-                            continue
-                        if ignored_bits[i, a] & bit:
-                            pass  # occupies a rank, repeating the previous point (it can carry eval['scores'])
-                        elif tp_bits[i, a] & bit:
-                            tp += 1.0
-                        else:
-                            fp += 1.0
-                        rc[n] = tp / n_gt
-                        pr[n] = tp / (fp + tp + _EPS)
-                        ss[n] = scores[i]
-                        n += 1
-                    recall[k, a, m, t] = rc[n - 1] if n else 0.0
-                    for i in range(n - 1, 0, -1):
-                        if pr[i] > pr[i - 1]:
-                            pr[i - 1] = pr[i]
+                    n_ev = n_events[m, t]
+                    recall[k, a, m, t] = tp[m, t] / n_gt if n_ranked[m] else 0.0
+                    env = event_precision[m, t, :n_ev]
+                    for e in range(n_ev - 2, -1, -1):
+                        if env[e + 1] > env[e]:
+                            env[e] = env[e + 1]
                     q[:] = 0.0
                     qs[:] = 0.0
-                    idx = np.searchsorted(rc[:n], rec_thr)
                     for r in range(n_rec):
-                        if idx[r] >= n:  # pycocotools' try/except stops at the first miss
+                        if n_ranked[m] == 0:
                             break
-                        q[r] = pr[idx[r]]
-                        qs[r] = ss[idx[r]]
+                        if rec_thr[r] <= 0.0:  # searchsorted lands on the first rank
+                            q[r] = env[0] if n_ev else 0.0
+                            qs[r] = first_score[m]
+                            continue
+                        e = np.searchsorted(event_recall[m, t, :n_ev], rec_thr[r])
+                        if e >= n_ev:  # pycocotools' try/except stops at the first miss
+                            break
+                        q[r] = env[e]
+                        qs[r] = event_score[m, t, e]
                     ap[k, a, m, t] = q.mean()
                     if want_curve:
                         precision[k, a, m, t, :] = q
@@ -105,9 +166,12 @@ class Accumulation:
     scores: np.ndarray | None = None
 
 
-def _decode_bits(column: pl.Series, width: int) -> np.ndarray:
-    values = column.to_numpy()
-    return values.reshape(-1, width) if values.ndim == 1 else values
+ACCUMULATE_BATCH_ROWS = 4_000_000  # detections held at once; categories are accumulated in batches
+
+
+def _bits(column: pl.Series, width: int) -> np.ndarray:
+    """An Array(UInt64, width) column as a (rows, width) array, without a per-row conversion."""
+    return column.to_arrow().flatten().to_numpy().reshape(-1, width)
 
 
 def regular_gt_counts(gt_matches: pl.LazyFrame, category_ids, protocol: CocoProtocol) -> np.ndarray:
@@ -126,49 +190,61 @@ def regular_gt_counts(gt_matches: pl.LazyFrame, category_ids, protocol: CocoProt
     return table.select([f"a{a}" for a in range(n_area)]).fill_null(0).to_numpy().astype(np.int64).reshape(-1, n_area)
 
 
+def category_batches(dt_matches: pl.LazyFrame, category_ids: np.ndarray, max_rows: int) -> list:
+    """Contiguous ranges ``[k_lo, k_hi)`` of ``category_ids`` holding at most ``max_rows`` detections each
+    (a single category with more detections gets a batch of its own)."""
+    counts = dt_matches.group_by("category_id").agg(pl.len().alias("n")).collect()
+    rows = (pl.DataFrame({"category_id": category_ids})
+            .join(counts, on="category_id", how="left", maintain_order="left")
+            .get_column("n").fill_null(0).to_numpy())
+    batches, lo, held = [], 0, 0
+    for k, n in enumerate(rows):
+        if held and held + n > max_rows:
+            batches.append((lo, k))
+            lo, held = k, 0
+        held += n
+    batches.append((lo, len(rows)))
+    return batches
+
+
 def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol: CocoProtocol,
-               want_curve: bool = False) -> Accumulation:
-    """pycocotools ``accumulate`` over a match table (all categories of ``category_ids``)."""
+               want_curve: bool = False, batch_rows: int = ACCUMULATE_BATCH_ROWS, on_batch_done=None) -> Accumulation:
+    """pycocotools ``accumulate`` over a match table, a batch of categories at a time."""
     category_ids = np.asarray(category_ids if protocol.use_cats else [-1], dtype=np.int64)
-    n_area = len(protocol.area_ranges)
-    category_key = pl.col("category_id") if protocol.use_cats else pl.lit(-1, dtype=pl.Int64).alias("category_id")
-    ordered = (
-        dt_matches.select(category_key, "score", "image_id", "dt_rank", "tp_bits", "ignored_bits")
-        .sort(["category_id", "score", "image_id", "dt_rank"], descending=[False, True, False, False])
-        .collect()
-    )
-    present = ordered.group_by("category_id", maintain_order=True).agg(pl.len().alias("n"))
-    spans = (
-        pl.DataFrame({"category_id": category_ids})
-        .join(
-            present.with_columns((pl.col("n").cum_sum() - pl.col("n")).alias("start")),
-            on="category_id",
-            how="left",
-            maintain_order="left",
+    n_area, n_md, n_thr = len(protocol.area_ranges), len(protocol.max_dets), len(protocol.iou_thresholds)
+    n_rec = len(protocol.recall_thresholds)
+    shape = (len(category_ids), n_area, n_md, n_thr)
+    ap, recall = np.full(shape, -1.0), np.full(shape, -1.0)
+    precision = np.full((*shape, n_rec), -1.0) if want_curve else None
+    scores = np.full((*shape, n_rec), -1.0) if want_curve else None
+    n_regular_gt = regular_gt_counts(gt_matches, category_ids, protocol)
+    columns = ["score", "image_id", "dt_rank", "tp_bits", "ignored_bits"]
+    batches = category_batches(dt_matches, category_ids, batch_rows) if protocol.use_cats else [(0, 1)]
+    for k_lo, k_hi in batches:
+        if protocol.use_cats:
+            rows = dt_matches.filter(pl.col("category_id").is_between(category_ids[k_lo], category_ids[k_hi - 1]))
+            frame = rows.select("category_id", *columns).collect()
+            cat_index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
+        else:
+            frame = dt_matches.select(columns).collect()
+            cat_index = np.zeros(frame.height, np.int64)
+        score = frame.get_column("score").to_numpy().astype(np.float64)
+        rank = frame.get_column("dt_rank").to_numpy().astype(np.int64)
+        order, starts = _order_by_category(cat_index, k_hi - k_lo, score,
+                                           frame.get_column("image_id").to_numpy().astype(np.int64), rank)
+        ranked = _gather(order, rank, _bits(frame.get_column("tp_bits"), n_area),
+                         _bits(frame.get_column("ignored_bits"), n_area), score)
+        result = _accumulate_kernel(
+            starts, *ranked, n_regular_gt[k_lo:k_hi], np.array(protocol.max_dets, dtype=np.int64), n_thr,
+            np.array(protocol.recall_thresholds), want_curve,
         )
-        .fill_null(0)
-    )
-    ap, recall, precision, scores = _accumulate_kernel(
-        spans.get_column("start").to_numpy().astype(np.int64),
-        spans.get_column("n").to_numpy().astype(np.int64),
-        ordered.get_column("dt_rank").to_numpy().astype(np.int64),
-        _decode_bits(ordered.get_column("tp_bits"), n_area),
-        _decode_bits(ordered.get_column("ignored_bits"), n_area),
-        ordered.get_column("score").to_numpy().astype(np.float64),
-        regular_gt_counts(gt_matches, category_ids, protocol),
-        np.array(protocol.max_dets, dtype=np.int64),
-        len(protocol.iou_thresholds),
-        np.array(protocol.recall_thresholds),
-        want_curve,
-    )
-    return Accumulation(
-        protocol=protocol,
-        category_ids=category_ids,
-        ap=ap,
-        recall=recall,
-        precision=precision if want_curve else None,
-        scores=scores if want_curve else None,
-    )
+        ap[k_lo:k_hi], recall[k_lo:k_hi] = result[0], result[1]
+        if want_curve:
+            precision[k_lo:k_hi], scores[k_lo:k_hi] = result[2], result[3]
+        if on_batch_done:
+            on_batch_done(k_hi - k_lo)
+    return Accumulation(protocol=protocol, category_ids=category_ids, ap=ap, recall=recall,
+                        precision=precision, scores=scores)
 
 
 def ap_table(acc: Accumulation) -> pl.DataFrame:
@@ -191,7 +267,7 @@ def precision_recall_table(acc: Accumulation) -> pl.DataFrame:
     """pycocotools ``eval['precision']`` and ``eval['scores']`` as rows: the interpolated precision and the
     score reached at every recall threshold, per (category, IoU threshold, area range, max dets)."""
     if acc.precision is None:
-        raise ValueError("accumulate(..., want_curve=True) is needed for the precision-recall table")
+        raise EvalEngineError("accumulate(..., want_curve=True) is needed for the precision-recall table")
     p = acc.protocol
     k, a, m, t, r = np.indices(acc.precision.shape).reshape(5, -1)
     return pl.DataFrame(

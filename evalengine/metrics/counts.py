@@ -2,6 +2,7 @@
 
 import polars as pl
 
+from evalengine.errors import ProtocolError
 from evalengine.match.protocol import CocoProtocol
 
 
@@ -14,7 +15,7 @@ def per_image_counts(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, images:
     the recall pycocotools reports; ignored detections and ground truths are in neither count.
     """
     if iou_threshold not in protocol.iou_thresholds:
-        raise ValueError(f"iou_threshold {iou_threshold} is not one of the protocol's {list(protocol.iou_thresholds)}")
+        raise ProtocolError(f"iou_threshold {iou_threshold} is not one of the protocol's {list(protocol.iou_thresholds)}")
     t = protocol.iou_thresholds.index(iou_threshold)
     a = protocol.area_index(area_range)
     cap = protocol.max_dets[-1] if max_dets is None else max_dets

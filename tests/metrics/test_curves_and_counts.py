@@ -86,3 +86,16 @@ def test_per_image_counts_equal_eval_imgs(tmp_path, seed, iou_threshold, area_ra
     got = {row["image_id"]: [row["tp"], row["fp"], row["fn"]] for row in got.iter_rows(named=True)}
     for image_id in set(got) | set(want):
         assert got.get(image_id, [0, 0, 0]) == want.get(image_id, [0, 0, 0]), f"seed {seed} image {image_id}"
+
+
+@pytest.mark.parametrize("batch_rows", [1, 50, 300])
+def test_accumulation_in_category_batches_is_identical(fake100, batch_rows):
+    from evalengine.metrics.ap import accumulate, category_batches
+
+    evaluation, _ = fake100
+    whole = evaluation.accumulate(want_curve=True)
+    assert len(category_batches(evaluation.dt_matches(), whole.category_ids, batch_rows)) > 1
+    batched = accumulate(evaluation.dt_matches(), evaluation.gt_matches(), evaluation.category_ids,
+                         evaluation.protocol, want_curve=True, batch_rows=batch_rows)
+    for name in ("ap", "recall", "precision", "scores"):
+        np.testing.assert_array_equal(getattr(batched, name), getattr(whole, name))

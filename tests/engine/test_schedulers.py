@@ -1,0 +1,48 @@
+"""The match table and every metric are identical whatever the scheduler, including a dask.distributed cluster."""
+
+import pytest
+from distributed import LocalCluster
+
+from evalengine.api import ingest_coco
+from evalengine.errors import EvalEngineError
+from evalengine.match.protocol import CocoProtocol
+from tests.generators import random_coco
+from tests.helpers import write_inputs
+
+
+def _outputs(evaluation):
+    dt = evaluation.dt_matches().drop("shard").sort("det_id").collect()
+    gt = evaluation.gt_matches().drop("shard").sort("gt_id").collect()
+    return dt, gt, evaluation.stats(), evaluation.per_class()
+
+
+def _store(tmp_path, name, seed=5, n_shards=4):
+    gt, dt = random_coco(seed)
+    return ingest_coco(*write_inputs(tmp_path, gt, dt), tmp_path / name, n_shards=n_shards)
+
+
+def _assert_same(a, b):
+    assert a[0].equals(b[0]) and a[1].equals(b[1])
+    assert a[2] == b[2]
+    assert a[3].equals(b[3])
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "processes"])
+def test_schedulers_agree_with_threads(tmp_path, scheduler):
+    want = _outputs(_store(tmp_path, "threads").evaluate(scheduler="threads"))
+    got = _outputs(_store(tmp_path, scheduler).evaluate(scheduler=scheduler))
+    _assert_same(got, want)
+
+
+def test_distributed_cluster_with_two_worker_processes(tmp_path):
+    protocol = CocoProtocol(use_cats=False)
+    want = _outputs(_store(tmp_path, "local", seed=8, n_shards=6).evaluate(protocol))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        got = _outputs(_store(tmp_path, "cluster", seed=8, n_shards=6).evaluate(protocol,
+                                                                              address=cluster.scheduler_address))
+    _assert_same(got, want)
+
+
+def test_unknown_scheduler_is_refused(tmp_path):
+    with pytest.raises(EvalEngineError, match="scheduler must be one of"):
+        _store(tmp_path, "s").evaluate(scheduler="gpu")
