@@ -21,7 +21,7 @@ def _match_one_shard(gt_path: str, dt_path: str, out_dir: str, shard: int, categ
     for side, frame in (("dt", dt_matches), ("gt", gt_matches)):
         folder = Path(out_dir) / side / f"shard={shard}"
         folder.mkdir(parents=True, exist_ok=True)
-        frame.write_parquet(folder / PART, row_group_size=MATCH_ROW_GROUP)
+        frame.write_parquet(folder / PART, row_group_size=MATCH_ROW_GROUP, compression="lz4")
     return dt_matches.height
 
 
