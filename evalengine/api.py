@@ -1,6 +1,7 @@
 """What a notebook imports: open or build a store, evaluate a run, get metrics as Polars frames."""
 
 import math
+import threading
 import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -11,6 +12,7 @@ import polars as pl
 from evalengine.engine.matching import match_run
 from evalengine.io.coco import read_coco_gt
 from evalengine.io.detections import estimate_rows, iter_detections
+from evalengine.match.coco import warm_up
 from evalengine.match.protocol import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
@@ -55,11 +57,12 @@ class Store:
         return pl.scan_parquet(self.path / "dt" / f"run={run}" / "**" / "*.parquet", hive_partitioning=True)
 
     def evaluate(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                 scheduler: str = "threads", address: str | None = None, on_shard_done=None) -> "Evaluation":
+                 scheduler: str = "threads", address: str | None = None, on_shard_done=None,
+                 workers: int | None = None) -> "Evaluation":
         """Match ``run`` under ``protocol`` (reusing a stored match table with the same parameters)."""
         protocol = protocol or CocoProtocol()
         folder = match_run(self.layout, run, protocol, scheduler=scheduler, address=address,
-                           on_shard_done=on_shard_done)
+                           on_shard_done=on_shard_done, workers=workers)
         return Evaluation(store=self, run=run, protocol=protocol, matches_dir=folder)
 
 
@@ -142,27 +145,29 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
 
 
 def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
-                  scheduler: str = "threads", address: str | None = None,
-                  phases: Phases | None = None) -> ap_metrics.Accumulation:
+                  scheduler: str = "threads", address: str | None = None, phases: Phases | None = None,
+                  workers: int | None = None) -> ap_metrics.Accumulation:
     """Files in, accumulated COCO metrics out; the store is kept at ``store`` or made in a temporary folder.
 
     ``phases`` (a :class:`~evalengine.progress.Phases`) shows progress and times ingest, match and accumulate.
     """
     protocol = protocol or CocoProtocol()
     phases = phases or Phases()
+    threading.Thread(target=warm_up, daemon=True).start()
     with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
         target = Path(store) if store is not None else Path(tmp) / "store"
         with phases.phase("ingest", total=estimate_rows(dt_path), unit="detections") as advance:
             store_ = ingest_coco(gt_json, dt_path, target, n_shards=n_shards, progress=advance)
-        return evaluate_store(store_, protocol, scheduler=scheduler, address=address, phases=phases)
+        return evaluate_store(store_, protocol, scheduler=scheduler, address=address, phases=phases, workers=workers)
 
 
 def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                   scheduler: str = "threads", address: str | None = None,
-                   phases: Phases | None = None) -> ap_metrics.Accumulation:
+                   scheduler: str = "threads", address: str | None = None, phases: Phases | None = None,
+                   workers: int | None = None) -> ap_metrics.Accumulation:
     """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
     phases = phases or Phases()
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
-        evaluation = store.evaluate(protocol, run=run, scheduler=scheduler, address=address, on_shard_done=advance)
+        evaluation = store.evaluate(protocol, run=run, scheduler=scheduler, address=address, on_shard_done=advance,
+                                    workers=workers)
     with phases.phase("accumulate"):
         return evaluation.accumulate()

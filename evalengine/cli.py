@@ -33,6 +33,8 @@ def _protocol_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
                         help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
     parser.add_argument("--scheduler", choices=SCHEDULERS, default="threads", help="Dask scheduler for matching")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="threads or processes of the local scheduler (default: one per core)")
     parser.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
     _run_args(parser)
@@ -89,7 +91,7 @@ def _report(acc: Accumulation, as_json: bool, store=None) -> str:
 def _cmd_coco(args) -> str:
     phases = _phases(args)
     acc = api.evaluate_coco(args.gt, args.dt, _protocol(args), store=args.store, n_shards=args.shards,
-                            scheduler=args.scheduler, address=args.address, phases=phases)
+                            scheduler=args.scheduler, address=args.address, phases=phases, workers=args.workers)
     return _profiled(args, phases, _report(acc, args.json, args.store))
 
 
@@ -104,7 +106,7 @@ def _cmd_ingest(args) -> str:
 def _cmd_evaluate(args) -> str:
     phases = _phases(args)
     acc = api.evaluate_store(api.open(args.store), _protocol(args), run=args.run, scheduler=args.scheduler,
-                             address=args.address, phases=phases)
+                             address=args.address, phases=phases, workers=args.workers)
     return _profiled(args, phases, _report(acc, args.json))
 
 

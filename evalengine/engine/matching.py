@@ -26,7 +26,7 @@ def _match_one_shard(gt_path: str, dt_path: str, out_dir: str, shard: int, categ
 
 
 def match_run(layout: StoreLayout, run: str, protocol: CocoProtocol, scheduler="threads", address=None,
-              on_shard_done=None) -> Path:
+              on_shard_done=None, workers=None) -> Path:
     """Match ``run`` under ``protocol`` unless a match table with the same parameters exists; return its folder."""
     layout.check_run(run)
     target = layout.matches_dir(protocol.match_key(), run)
@@ -39,6 +39,7 @@ def match_run(layout: StoreLayout, run: str, protocol: CocoProtocol, scheduler="
             (str(layout.gt_shard(k)), str(layout.dt_shard(run, k)), str(tmp), k, category_ids, protocol)
             for k in range(layout.n_shards)
         ]
-        run_shard_tasks(_match_one_shard, args, scheduler=scheduler, address=address, on_done=on_shard_done)
+        run_shard_tasks(_match_one_shard, args, scheduler=scheduler, address=address, on_done=on_shard_done,
+                        workers=workers)
         (tmp / PROTOCOL_FILE).write_text(json.dumps(params, indent=2))
     return target

@@ -24,11 +24,12 @@ class _TaskDone(Callback):
 
 
 def run_shard_tasks(task, shard_args, scheduler: str = "threads", address: str | None = None,
-                    on_done=None) -> list:
+                    on_done=None, workers: int | None = None) -> list:
     """Apply ``task`` to each element of ``shard_args`` as Dask tasks; return the results in order.
 
     ``address`` (``tcp://host:port``) sends the tasks to an existing ``dask.distributed`` cluster.
-    ``on_done()`` is called as each shard finishes (for progress bars).
+    ``on_done()`` is called as each shard finishes (for progress bars); ``workers`` caps the local
+    schedulers' threads or processes (default: one per core).
     """
     on_done = on_done or (lambda: None)
     delayed = [dask.delayed(task, pure=False)(*args) for args in shard_args]
@@ -43,4 +44,4 @@ def run_shard_tasks(task, shard_args, scheduler: str = "threads", address: str |
     if scheduler not in SCHEDULERS:
         raise EvalEngineError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
     with _TaskDone(on_done):
-        return list(dask.compute(*delayed, scheduler=scheduler))
+        return list(dask.compute(*delayed, scheduler=scheduler, num_workers=workers))
