@@ -11,7 +11,7 @@ import polars as pl
 
 from evalengine.engine.matching import match_run
 from evalengine.io.coco import read_coco_gt
-from evalengine.io.detections import estimate_rows, iter_detections
+from evalengine.io.detections import count_rows, estimate_rows, iter_detections
 from evalengine.match.coco import warm_up
 from evalengine.match.protocol import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
@@ -86,11 +86,13 @@ class Evaluation:
     def category_ids(self) -> list:
         return self.store.categories().select("category_id").collect().get_column("category_id").to_list()
 
-    def accumulate(self, want_curve: bool = False) -> ap_metrics.Accumulation:
+    def accumulate(self, want_curve: bool = False, on_batch_done=None) -> ap_metrics.Accumulation:
+        """pycocotools ``accumulate`` (cached); ``on_batch_done(n_categories)`` reports progress."""
         key = bool(want_curve)
         if key not in self._cache:
             self._cache[key] = ap_metrics.accumulate(
-                self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol, want_curve=want_curve
+                self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol, want_curve=want_curve,
+                on_batch_done=on_batch_done,
             )
         return self._cache[key]
 
@@ -156,7 +158,7 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     threading.Thread(target=warm_up, daemon=True).start()
     with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
         target = Path(store) if store is not None else Path(tmp) / "store"
-        with phases.phase("ingest", total=estimate_rows(dt_path), unit="detections") as advance:
+        with phases.phase("ingest", total=count_rows(dt_path), unit="detections") as advance:
             store_ = ingest_coco(gt_json, dt_path, target, n_shards=n_shards, progress=advance)
         return evaluate_store(store_, protocol, scheduler=scheduler, address=address, phases=phases, workers=workers)
 
@@ -169,5 +171,6 @@ def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str 
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = store.evaluate(protocol, run=run, scheduler=scheduler, address=address, on_shard_done=advance,
                                     workers=workers)
-    with phases.phase("accumulate"):
-        return evaluation.accumulate()
+    n_classes = len(evaluation.category_ids) if evaluation.protocol.use_cats else 1
+    with phases.phase("accumulate", total=n_classes, unit="categories") as advance:
+        return evaluation.accumulate(on_batch_done=advance)

@@ -12,7 +12,7 @@ from pathlib import Path
 from evalengine import api
 from evalengine.engine.runner import SCHEDULERS
 from evalengine.errors import EvalEngineError
-from evalengine.io.detections import estimate_rows
+from evalengine.io.detections import count_rows
 from evalengine.match.protocol import COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, CocoProtocol
 from evalengine.metrics.ap import Accumulation
 from evalengine.metrics.summary import STAT_NAMES, format_summary, per_class_frame, summary_stats
@@ -97,7 +97,7 @@ def _cmd_coco(args) -> str:
 
 def _cmd_ingest(args) -> str:
     phases = _phases(args)
-    with phases.phase("ingest", total=estimate_rows(args.dt), unit="detections") as advance:
+    with phases.phase("ingest", total=count_rows(args.dt), unit="detections") as advance:
         store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
                                 overwrite=args.overwrite, progress=advance)
     return _profiled(args, phases, f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})")
@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = sub.add_parser("evaluate", help="match a stored run and print its COCO summary")
     evaluate.add_argument("store")
+    evaluate.add_argument("--protocol", choices=["coco"], default="coco", help="matching protocol")
     evaluate.add_argument("--run", default=api.DEFAULT_RUN)
     _protocol_args(evaluate)
     evaluate.set_defaults(func=_cmd_evaluate)

@@ -39,12 +39,16 @@ def _format(path: Path) -> str:
     return suffix
 
 
-def estimate_rows(path) -> int:
-    """Number of detections in the file (exact for Parquet, from the size for JSON)."""
+def count_rows(path) -> int | None:
+    """Number of detections if the file says so without being read (Parquet), else None."""
     path = Path(path)
-    if _format(path) == ".parquet":
-        return pq.ParquetFile(path).metadata.num_rows
-    return os.path.getsize(path) // _BYTES_PER_JSON_DETECTION
+    return pq.ParquetFile(path).metadata.num_rows if _format(path) == ".parquet" else None
+
+
+def estimate_rows(path) -> int:
+    """Number of detections in the file: exact for Parquet, from the file size for JSON."""
+    exact = count_rows(path)
+    return exact if exact is not None else os.path.getsize(path) // _BYTES_PER_JSON_DETECTION
 
 
 def _columns(path: Path, names) -> list:
