@@ -18,6 +18,7 @@ from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
 from evalengine.progress import Phases
+from evalengine import sql as sql_views
 from evalengine.store.layout import StoreLayout, create_store, open_layout
 
 DEFAULT_RUN = "default"
@@ -55,6 +56,14 @@ class Store:
     def dt(self, run: str = DEFAULT_RUN) -> pl.LazyFrame:
         self.layout.check_run(run)
         return pl.scan_parquet(self.path / "dt" / f"run={run}" / "**" / "*.parquet", hive_partitioning=True)
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """Run SQL over the store's DuckDB views (see the top-level ``sql/`` folder) and return a Polars frame."""
+        return sql_views.query(self.path, query)
+
+    def duckdb(self):
+        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``)."""
+        return sql_views.connect(self.path)
 
     def evaluate(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
                  scheduler: str = "threads", address: str | None = None, on_shard_done=None,

@@ -110,6 +110,38 @@ def _cmd_evaluate(args) -> str:
     return _profiled(args, phases, _report(acc, args.json))
 
 
+def _cmd_sql(args) -> str:
+    if (args.query is None) == (args.file is None):
+        raise EvalEngineError("give either a query or --file FILE.sql")
+    text = args.query if args.query is not None else _read_text(args.file)
+    frame = api.open(args.store).sql(text)
+    if args.format == "parquet" and not args.out:
+        raise EvalEngineError("--format parquet needs --out FILE")
+    if args.out:
+        {"csv": frame.write_csv, "json": frame.write_json, "parquet": frame.write_parquet,
+         "table": lambda out: Path(out).write_text(_table(frame) + "\n")}[args.format](args.out)
+        return f"{frame.height} rows written to {args.out}"
+    if args.format == "csv":
+        return frame.write_csv().rstrip("\n")
+    if args.format == "json":
+        return frame.write_json()
+    return _table(frame)
+
+
+def _table(frame) -> str:
+    import polars as pl
+
+    with pl.Config(tbl_rows=100, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+        return str(frame)
+
+
+def _read_text(path) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise EvalEngineError(f"{path}: cannot read ({exc.strerror})") from exc
+
+
 def _cmd_demo(args) -> str:
     data = resources.files("evalengine.data")
     target = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="evalengine-demo-")) / "store"
@@ -166,6 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--run", default=api.DEFAULT_RUN)
     _protocol_args(evaluate)
     evaluate.set_defaults(func=_cmd_evaluate)
+
+    sql = sub.add_parser("sql", help="query a store with SQL (DuckDB views of the sql/ folder)")
+    sql.add_argument("store")
+    sql.add_argument("query", nargs="?", default=None, help='e.g. "SELECT * FROM coco_summary"')
+    sql.add_argument("--file", default=None, help="read the query from a .sql file")
+    sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
+    sql.add_argument("--out", default=None, help="write the result to this file")
+    sql.set_defaults(func=_cmd_sql)
 
     demo = sub.add_parser("demo", help="run the whole pipeline on the bundled COCO sample")
     demo.add_argument("--store", default=None, help="where to write the demo store (default: a new temporary folder)")

@@ -30,8 +30,8 @@ def match_run(layout: StoreLayout, run: str, protocol: CocoProtocol, scheduler="
     """Match ``run`` under ``protocol`` unless a match table with the same parameters exists; return its folder."""
     layout.check_run(run)
     target = layout.matches_dir(protocol.match_key(), run)
-    params = protocol.match_params()
-    if (target / PROTOCOL_FILE).is_file() and json.loads((target / PROTOCOL_FILE).read_text()) == params:
+    recorded = target / PROTOCOL_FILE
+    if recorded.is_file() and json.loads(recorded.read_text()).get("match") == protocol.match_params():
         return target
     category_ids = pl.read_parquet(layout.table("categories"), columns=["category_id"]).get_column("category_id").to_list()
     with atomic_folder(target, overwrite=True) as tmp:
@@ -41,5 +41,5 @@ def match_run(layout: StoreLayout, run: str, protocol: CocoProtocol, scheduler="
         ]
         run_shard_tasks(_match_one_shard, args, scheduler=scheduler, address=address, on_done=on_shard_done,
                         workers=workers)
-        (tmp / PROTOCOL_FILE).write_text(json.dumps(params, indent=2))
+        (tmp / PROTOCOL_FILE).write_text(json.dumps(protocol.description(), indent=2))
     return target

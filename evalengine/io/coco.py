@@ -118,8 +118,3 @@ def read_coco_gt(path) -> CocoDataset:
     )
     categories = categories.select([pl.col(c).cast(t) for c, t in schema.CATEGORIES.items()])
     return CocoDataset(images=images, categories=categories, gt=gt.select([pl.col(c).cast(t) for c, t in schema.GT.items()]))
-
-
-def read_coco_results_table(path) -> pl.DataFrame:
-    """The raw columns of a COCO result file (a JSON list of ``image_id, category_id, bbox, score``)."""
-    return read_json(Path(path), RESULT_FIELDS)

@@ -2,7 +2,7 @@
 
 Formats (by extension):
 
-- ``.json``: a COCO result file (a JSON list of objects), read at once;
+- ``.json``: a COCO result file (a JSON list of objects), parsed in chunks of whole objects;
 - ``.jsonl`` / ``.ndjson``: one detection object per line, streamed;
 - ``.parquet``: streamed by record batch.
 
@@ -22,8 +22,9 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from evalengine.errors import InputError, InputWarning
-from evalengine.io.coco import CocoDataset, read_coco_results_table
-from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, require, split_bbox
+from evalengine.io.coco import RESULT_FIELDS, CocoDataset
+from evalengine.io.json_chunks import json_list_chunks
+from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, read_json, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet")
 BATCH_ROWS = 1_000_000
@@ -67,7 +68,8 @@ def _columns(path: Path, names) -> list:
 def _raw_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
     kind = _format(path)
     if kind == ".json":
-        yield read_coco_results_table(path)
+        for offset, text in json_list_chunks(path):
+            yield read_json(path, RESULT_FIELDS, source=text, offset=offset)
     elif kind == ".parquet":
         try:
             file = pq.ParquetFile(path)

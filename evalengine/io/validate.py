@@ -1,5 +1,6 @@
 """Shared checks of input tables; every message names the file and the offending ids or rows."""
 
+import io
 import re
 from pathlib import Path
 
@@ -17,25 +18,25 @@ def listed(values) -> str:
     return ", ".join(str(v) for v in values[:SHOWN]) + more
 
 
-def read_json(path: Path, json_schema: dict) -> pl.DataFrame:
-    """Parse a JSON file with a fixed schema (unlisted fields are skipped), or raise a located InputError."""
-    if not path.is_file():
+def read_json(path: Path, json_schema: dict, source=None, offset: int = 0) -> pl.DataFrame:
+    """Parse JSON with a fixed schema (unlisted fields are skipped), or raise a located InputError.
+
+    ``source`` (bytes) is parsed instead of the file when given; ``offset`` is where its text starts in
+    the file, so that an error still points at the file's own text.
+    """
+    if source is None and not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
-        return pl.read_json(path, schema=json_schema)
+        return pl.read_json(path if source is None else io.BytesIO(source), schema=json_schema)
     except (pl.exceptions.PolarsError, ValueError, OSError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(
-            f"{path}: not a valid COCO JSON file of the expected shape ({first_line}){_context(path, first_line)}"
-        ) from exc
+        found = re.search(r"at character (\d+)", first_line)
+        where = _context(path, offset + int(found.group(1))) if found else ""
+        raise InputError(f"{path}: not a valid COCO JSON file of the expected shape ({first_line}){where}") from exc
 
 
-def _context(path: Path, message: str) -> str:
-    """The text around the parser's error position; NaN and Infinity (Python's json writes them) are named."""
-    found = re.search(r"at character (\d+)", message)
-    if not found:
-        return ""
-    at = int(found.group(1))
+def _context(path: Path, at: int) -> str:
+    """The file's text around byte ``at``; NaN and Infinity (Python's json writes them) are named."""
     with open(path, "rb") as handle:
         handle.seek(max(at - 40, 0))
         text = handle.read(80).decode("utf-8", "replace")

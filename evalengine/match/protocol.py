@@ -61,12 +61,20 @@ class CocoProtocol:
     def match_params(self) -> dict:
         """The parameters the matching depends on (recall thresholds and smaller caps are accumulation-only)."""
         return {
-            "protocol": self.name,
+            "name": self.name,
             "iou_thresholds": list(self.iou_thresholds),
-            "area_ranges": [list(r) for r in self.area_ranges],
+            "area_ranges": [{"label": label, "lo": lo, "hi": hi} for label, lo, hi in self.area_ranges],
             "max_det_cap": self.max_det_cap,
             "use_cats": self.use_cats,
             "zero_id_quirk": self.zero_id_quirk,
+        }
+
+    def description(self) -> dict:
+        """What ``protocol.json`` records beside a match table: the matching parameters, and the
+        accumulation parameters of the evaluation that made it (the SQL views accumulate with these)."""
+        return {
+            "match": self.match_params(),
+            "accumulation": {"max_dets": list(self.max_dets), "recall_thresholds": list(self.recall_thresholds)},
         }
 
     def match_key(self) -> str:

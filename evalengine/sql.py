@@ -1,0 +1,57 @@
+"""DuckDB over a store: the views defined by the ``.sql`` files of the top-level ``sql/`` folder.
+
+The files are plain SQL with paths relative to the store; a connection sets DuckDB's
+``file_search_path`` to the store and runs them in file-name order. Views over match tables exist
+once the store has been evaluated; before that, only the input tables' views are defined.
+"""
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from evalengine.errors import EvalEngineError
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+
+
+def view_files() -> list:
+    files = sorted(SQL_DIR.glob("*.sql"))
+    if not files:
+        raise EvalEngineError(f"{SQL_DIR}: no view definitions (*.sql) found")
+    return files
+
+
+def _evaluated(store_path: Path) -> bool:
+    return any((store_path / "matches").glob("*/*/protocol.json"))
+
+
+def connect(store_path) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the store's views."""
+    store_path = Path(store_path).resolve()
+    if not (store_path / "manifest.json").is_file():
+        raise EvalEngineError(f"{store_path}: not an evalengine store (no manifest.json)")
+    con = duckdb.connect()
+    con.execute("SET file_search_path = '" + str(store_path).replace("'", "''") + "'")
+    evaluated = _evaluated(store_path)
+    for path in view_files():
+        try:
+            con.execute(path.read_text())
+        except duckdb.Error:
+            if evaluated:
+                raise
+    return con
+
+
+def query(store_path, sql: str) -> pl.DataFrame:
+    """Run ``sql`` against the store's views and return the result; DuckDB's message is kept in errors."""
+    con = connect(store_path)
+    try:
+        return con.sql(sql).pl()
+    except duckdb.Error as exc:
+        hint = ""
+        if not _evaluated(Path(store_path)):
+            hint = "\n(the views over match tables — matches, ap, coco_summary, … — exist after `evalengine evaluate STORE`)"
+        raise EvalEngineError(f"SQL error: {exc}{hint}") from exc
+    finally:
+        con.close()
