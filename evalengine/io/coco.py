@@ -14,10 +14,9 @@ import polars as pl
 
 from evalengine import schema
 from evalengine.errors import InputError, InputWarning
+from evalengine.io.json_scan import read_span, top_level_values
 from evalengine.io.validate import check_boxes, listed, read_json, require, split_bbox, unique
 
-_IMAGE = pl.Struct({"id": pl.Int64, "width": pl.Int64, "height": pl.Int64, "file_name": pl.String})
-_CATEGORY = pl.Struct({"id": pl.Int64, "name": pl.String, "supercategory": pl.String})
 _ANNOTATION = pl.Struct(
     {
         "id": pl.Int64,
@@ -29,7 +28,6 @@ _ANNOTATION = pl.Struct(
         "ignore": pl.Int64,
     }
 )
-_GT_FILE = {"images": pl.List(_IMAGE), "annotations": pl.List(_ANNOTATION), "categories": pl.List(_CATEGORY)}
 RESULT_FIELDS = {"image_id": pl.Int64, "category_id": pl.Int64, "bbox": pl.List(pl.Float64), "score": pl.Float64}
 
 
@@ -42,8 +40,32 @@ class CocoDataset:
     gt: pl.DataFrame
 
 
-def _explode(frame: pl.DataFrame, key: str) -> pl.DataFrame:
-    return frame.select(pl.col(key).explode()).drop_nulls().unnest(key)
+def _with_id(frame: pl.DataFrame, path: Path, what: str, table_schema: dict) -> pl.DataFrame:
+    """Validate the ``id`` of a list of images or categories and bring it to ``table_schema``.
+
+    Every other field of the source is kept (COCO image attributes, LVIS frequencies, …); a field whose
+    name the store uses for itself is kept as ``source_<name>``.
+    """
+    id_column = f"{what}_id"
+    if "id" not in frame.columns:
+        if frame.height:
+            raise InputError(f"{path}: {what}s have no field 'id'")
+        frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("id"))
+    frame = frame.rename({c: f"source_{c}" for c in frame.columns if c in table_schema and c != "id"
+                          and c not in ("width", "height", "file_name", "name", "supercategory")})
+    frame = frame.with_row_index("row")
+    require(frame, ["id"], path, f"{what} at position", pl.col("row"))
+    frame = frame.drop("row").rename({"id": id_column})
+    try:
+        frame = frame.with_columns(
+            [pl.col(c).cast(t) if c in frame.columns else pl.lit(None, dtype=t).alias(c)
+             for c, t in table_schema.items() if c != "shard"]
+        )
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: {what} fields of an unexpected type ({str(exc).splitlines()[0]})") from exc
+    unique(frame, id_column, path, what)
+    first = [c for c in table_schema if c != "shard"]
+    return frame.select(first + [c for c in frame.columns if c not in first])
 
 
 def read_coco_gt(path) -> CocoDataset:
@@ -53,22 +75,21 @@ def read_coco_gt(path) -> CocoDataset:
     ``iscrowd`` drives ignoring; annotations keep their file order (``gt_order``).
     """
     path = Path(path)
-    raw = read_json(path, _GT_FILE)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    spans = top_level_values(path)
     for key in ("images", "annotations", "categories"):
-        if raw.height == 0 or raw.get_column(key).null_count() == raw.height:
+        if key not in spans:
             raise InputError(f"{path}: missing the top-level list '{key}'")
 
-    images = _explode(raw, "images").with_row_index("row")
-    require(images, ["id"], path, "image at position", pl.col("row"))
-    unique(images, "id", path, "image")
-    images = images.drop("row").rename({"id": "image_id"})
+    def parse(key, fields=None):
+        start, end = spans[key]
+        return read_json(path, fields, source=read_span(path, (start, end)), offset=start)
 
-    categories = _explode(raw, "categories").with_row_index("row")
-    require(categories, ["id"], path, "category at position", pl.col("row"))
-    unique(categories, "id", path, "category")
-    categories = categories.drop("row").rename({"id": "category_id"}).sort("category_id")
-
-    gt = _explode(raw, "annotations").with_row_index("gt_order").with_columns(pl.col("gt_order").cast(pl.Int64))
+    images = _with_id(parse("images"), path, "image", schema.IMAGES)
+    categories = _with_id(parse("categories"), path, "category", schema.CATEGORIES).sort("category_id")
+    gt = parse("annotations", _ANNOTATION.to_schema()).with_row_index("gt_order").with_columns(
+        pl.col("gt_order").cast(pl.Int64))
     require(gt, ["id"], path, "annotation at position", pl.col("gt_order"))
     unique(gt, "id", path, "annotation")
     ann = pl.col("id")
@@ -113,8 +134,4 @@ def read_coco_gt(path) -> CocoDataset:
         (pl.col("ignore") != 0).alias("ignore"),
         "gt_order",
     )
-    images = images.select(
-        [pl.col(c).cast(t) for c, t in schema.IMAGES.items() if c != "shard"]
-    )
-    categories = categories.select([pl.col(c).cast(t) for c, t in schema.CATEGORIES.items()])
     return CocoDataset(images=images, categories=categories, gt=gt.select([pl.col(c).cast(t) for c, t in schema.GT.items()]))

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from evalengine.errors import InputError, InputWarning
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
-from evalengine.io.json_chunks import json_list_chunks
+from evalengine.io.json_scan import json_list_chunks
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, read_json, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet")

@@ -18,8 +18,9 @@ def listed(values) -> str:
     return ", ".join(str(v) for v in values[:SHOWN]) + more
 
 
-def read_json(path: Path, json_schema: dict, source=None, offset: int = 0) -> pl.DataFrame:
-    """Parse JSON with a fixed schema (unlisted fields are skipped), or raise a located InputError.
+def read_json(path: Path, json_schema: dict | None, source=None, offset: int = 0) -> pl.DataFrame:
+    """Parse JSON with a fixed schema (unlisted fields are skipped; None infers it from every row), or raise
+    a located InputError.
 
     ``source`` (bytes) is parsed instead of the file when given; ``offset`` is where its text starts in
     the file, so that an error still points at the file's own text.
@@ -27,7 +28,8 @@ def read_json(path: Path, json_schema: dict, source=None, offset: int = 0) -> pl
     if source is None and not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
-        return pl.read_json(path if source is None else io.BytesIO(source), schema=json_schema)
+        return pl.read_json(path if source is None else io.BytesIO(source), schema=json_schema,
+                            infer_schema_length=None)
     except (pl.exceptions.PolarsError, ValueError, OSError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         found = re.search(r"at character (\d+)", first_line)

@@ -142,3 +142,15 @@ def test_result_of_unknown_category_is_kept_with_a_warning(tmp_path):
         dt = read_detections(path, dataset)
     assert dt["category_id"].to_list() == [1, 9]
     assert dt["det_id"].to_list() == [1, 2]
+
+
+def test_every_image_and_category_field_is_kept(tmp_path):
+    gt = coco_gt([[0, 0, 1, 1]], image_ids=[3])
+    gt["images"][0].update({"coco_url": "http://x/3.jpg", "weather": "rain", "shard": 7})
+    gt["categories"][0].update({"frequency": "r", "synset": "cat.n.01"})
+    dataset = read_coco_gt(write(tmp_path, "gt.json", gt))
+    image = dataset.images.row(0, named=True)
+    assert image["image_id"] == 3 and image["weather"] == "rain" and image["coco_url"] == "http://x/3.jpg"
+    assert image["source_shard"] == 7 and "shard" not in dataset.images.columns
+    category = dataset.categories.row(0, named=True)
+    assert (category["category_id"], category["frequency"], category["synset"]) == (1, "r", "cat.n.01")

@@ -8,7 +8,7 @@ import pytest
 from evalengine.errors import InputError
 from evalengine.io.coco import RESULT_FIELDS, read_coco_gt
 from evalengine.io.detections import read_detections
-from evalengine.io.json_chunks import json_list_chunks
+from evalengine.io.json_scan import json_list_chunks
 from evalengine.io.validate import read_json
 from tests.conftest import PACKAGE_DATA
 

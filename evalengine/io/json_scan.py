@@ -1,0 +1,157 @@
+"""Find structure in a JSON file without parsing it, so that only the parts needed are parsed.
+
+A numba scanner walks the bytes block by block, tracking nesting depth and string state:
+
+- ``json_list_chunks`` splits a top-level list (a COCO result file) into chunks of whole objects,
+  each parsed on its own, so that a result file of any size needs memory for one chunk only;
+- ``top_level_values`` finds the text of each value of a top-level object (``images``,
+  ``annotations``, …), so that each list is parsed with a schema of its own.
+"""
+
+from pathlib import Path
+from typing import Iterator
+
+import numba
+import numpy as np
+
+from evalengine.errors import InputError
+
+CHUNK_BYTES = 64 * 2**20
+
+
+@numba.njit(cache=True, nogil=True)
+def _object_ends(block, state):
+    """Offsets just past each '}' closing a top-level list element in ``block``; ``state`` = (depth, in
+    string, escaped) carries over between blocks."""
+    depth, in_string, escaped = state[0], state[1], state[2]
+    ends = np.empty(block.shape[0], np.int64)
+    n = 0
+    for i in range(block.shape[0]):
+        c = block[i]
+        if in_string:
+            if escaped:
+                escaped = 0
+            elif c == 92:  # backslash
+                escaped = 1
+            elif c == 34:  # quote
+                in_string = 0
+        elif c == 34:
+            in_string = 1
+        elif c == 123 or c == 91:  # { [
+            depth += 1
+        elif c == 125 or c == 93:  # } ]
+            depth -= 1
+            if depth == 1 and c == 125:
+                ends[n] = i + 1
+                n += 1
+    state[0], state[1], state[2] = depth, in_string, escaped
+    return ends[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def _top_level_events(block, state, offset):
+    """Positions of the top-level object's structure in ``block``: (position, kind) with kind 1 = a key
+    string opens, 2 = it closes, 3 = ':', 4 = ',', 5 = the object closes."""
+    depth, in_string, escaped = state[0], state[1], state[2]
+    events = np.empty((block.shape[0], 2), np.int64)
+    n = 0
+    for i in range(block.shape[0]):
+        c = block[i]
+        if in_string:
+            if escaped:
+                escaped = 0
+            elif c == 92:
+                escaped = 1
+            elif c == 34:
+                in_string = 0
+                if depth == 1:
+                    events[n, 0], events[n, 1] = offset + i, 2
+                    n += 1
+        elif c == 34:
+            in_string = 1
+            if depth == 1:
+                events[n, 0], events[n, 1] = offset + i, 1
+                n += 1
+        elif c == 123 or c == 91:
+            depth += 1
+        elif c == 125 or c == 93:
+            depth -= 1
+            if depth == 0:
+                events[n, 0], events[n, 1] = offset + i, 5
+                n += 1
+        elif depth == 1 and (c == 58 or c == 44):  # : ,
+            events[n, 0], events[n, 1] = offset + i, 3 if c == 58 else 4
+            n += 1
+    state[0], state[1], state[2] = depth, in_string, escaped
+    return events[:n]
+
+
+def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
+    """``{key: (start, end)}``: the byte span of each value of the file's top-level JSON object."""
+    with open(path, "rb") as handle:
+        if not handle.read(1024).lstrip().startswith(b"{"):
+            raise InputError(f"{path}: expected a JSON object (a COCO ground-truth file)")
+        handle.seek(0)
+        state = np.zeros(3, np.int64)
+        events, offset = [], 0
+        while block := handle.read(block_bytes):
+            events.append(_top_level_events(np.frombuffer(block, np.uint8), state, offset))
+            offset += len(block)
+        if state[0] != 0 or state[1]:
+            raise InputError(f"{path}: not a valid COCO JSON file (it ends inside an object, a list or a string)")
+        events = np.concatenate(events) if events else np.empty((0, 2), np.int64)
+        spans, key, value_start = {}, None, None
+        for i, (position, kind) in enumerate(events):
+            if kind == 1 and value_start is None:
+                handle.seek(position + 1)
+                key = handle.read(events[i + 1][0] - position - 1).decode("utf-8", "replace")
+            elif kind == 3:
+                value_start = position + 1
+            elif kind in (4, 5) and value_start is not None:
+                spans[key] = (value_start, position)
+                key, value_start = None, None
+        return spans
+
+
+def read_span(path: Path, span: tuple) -> bytes:
+    with open(path, "rb") as handle:
+        handle.seek(span[0])
+        return handle.read(span[1] - span[0])
+
+
+def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
+    """``(offset, text)`` pairs: ``text`` is a JSON list holding the next whole objects of the file's
+    top-level list, and ``offset`` is where its first object starts in the file, minus one (the '[')."""
+    with open(path, "rb") as handle:
+        head = handle.read(1024).lstrip()
+        if not head.startswith(b"["):
+            raise InputError(f"{path}: expected a JSON list of detections (a COCO result file)")
+        handle.seek(0)
+        state = np.zeros(3, np.int64)
+        pending, pending_at = b"", 0
+        while True:
+            block = handle.read(chunk_bytes)
+            if not block:
+                break
+            ends = _object_ends(np.frombuffer(block, np.uint8), state)
+            data = pending + block
+            if len(ends):
+                cut = len(pending) + int(ends[-1])
+                yield from _wrapped(data[:cut], pending_at)
+                pending, pending_at = data[cut:], pending_at + cut
+            else:
+                pending = data
+        tail = pending.strip().rstrip(b"]").strip()
+        if tail.strip(b", \n\r\t"):
+            yield from _wrapped(pending, pending_at)
+
+
+def _wrapped(text: bytes, at: int) -> Iterator[tuple]:
+    """``text`` holds whole objects, possibly after the list's '[' or a ','; make it a list of its own."""
+    stripped = text.lstrip()
+    skipped = len(text) - len(stripped)
+    if stripped[:1] in (b"[", b","):
+        stripped, skipped = stripped[1:], skipped + 1
+    body = stripped.rstrip().rstrip(b"]").rstrip()
+    if body:
+        yield at + skipped - 1, b"[" + body + b"]"
