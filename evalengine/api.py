@@ -11,6 +11,7 @@ import polars as pl
 
 from evalengine.engine.matching import match_run
 from evalengine.io.coco import read_coco_gt
+from evalengine.io.metadata import with_image_metadata
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections
 from evalengine.match.coco import warm_up
 from evalengine.match.protocol import CocoProtocol
@@ -61,6 +62,22 @@ class Store:
         """Run SQL over the store's DuckDB views (see the top-level ``sql/`` folder) and return a Polars frame."""
         return sql_views.query(self.path, query)
 
+    def image_ids(self, where: str) -> list:
+        """Ids of the images satisfying an SQL predicate over the ``images`` view (any ingested metadata)."""
+        return self.sql(f"SELECT image_id FROM images WHERE {where} ORDER BY image_id").get_column("image_id").to_list()
+
+    def report(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN, where: str | None = None,
+               category_ids=None, **evaluate_options) -> ap_metrics.Accumulation:
+        """COCO metrics of a slice: images chosen by an SQL ``where`` on image metadata, categories by id.
+
+        Image and category slices reuse the stored match table; other area ranges, IoU thresholds or a
+        larger detection cap change the matching itself (pycocotools matches per area range), so a
+        protocol with them is matched first (once; its match table is kept beside the others).
+        """
+        evaluation = self.evaluate(protocol, run=run, **evaluate_options)
+        image_ids = None if where is None else self.image_ids(where)
+        return evaluation.accumulate(image_ids=image_ids, category_ids=category_ids)
+
     def duckdb(self):
         """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``)."""
         return sql_views.connect(self.path)
@@ -95,15 +112,21 @@ class Evaluation:
     def category_ids(self) -> list:
         return self.store.categories().select("category_id").collect().get_column("category_id").to_list()
 
-    def accumulate(self, want_curve: bool = False, on_batch_done=None) -> ap_metrics.Accumulation:
-        """pycocotools ``accumulate`` (cached); ``on_batch_done(n_categories)`` reports progress."""
+    def accumulate(self, want_curve: bool = False, on_batch_done=None, image_ids=None,
+                   category_ids=None) -> ap_metrics.Accumulation:
+        """pycocotools ``accumulate``; ``image_ids`` / ``category_ids`` restrict it as ``params.imgIds`` /
+        ``params.catIds`` would (no new matching needed). The full accumulation is cached."""
+        whole = image_ids is None and category_ids is None
         key = bool(want_curve)
-        if key not in self._cache:
-            self._cache[key] = ap_metrics.accumulate(
-                self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol, want_curve=want_curve,
-                on_batch_done=on_batch_done,
-            )
-        return self._cache[key]
+        if whole and key in self._cache:
+            return self._cache[key]
+        result = ap_metrics.accumulate(
+            self.dt_matches(), self.gt_matches(), self.category_ids if category_ids is None else sorted(category_ids),
+            self.protocol, want_curve=want_curve, on_batch_done=on_batch_done, image_ids=image_ids,
+        )
+        if whole:
+            self._cache[key] = result
+        return result
 
     def ap_table(self) -> pl.DataFrame:
         """AP and recall per (category, IoU threshold, area range, max dets)."""
@@ -143,10 +166,13 @@ def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.
 
 
 def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
-                overwrite: bool = False, progress=None) -> Store:
+                overwrite: bool = False, progress=None, image_metadata=None) -> Store:
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
-    :mod:`evalengine.io.detections`) and write them as a new store, streaming the detections into shards."""
+    :mod:`evalengine.io.detections`) and write them as a new store, streaming the detections into shards.
+    ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to the images table."""
     dataset = read_coco_gt(gt_json)
+    if image_metadata is not None:
+        dataset = with_image_metadata(dataset, image_metadata)
     shards = n_shards or default_shard_count(max(estimate_rows(dt_path), dataset.gt.height))
     layout = create_store(
         store, dataset.images, dataset.categories, dataset.gt, {run: iter_detections(dt_path, dataset)},

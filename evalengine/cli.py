@@ -99,7 +99,7 @@ def _cmd_ingest(args) -> str:
     phases = _phases(args)
     with phases.phase("ingest", total=count_rows(args.dt), unit="detections") as advance:
         store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
-                                overwrite=args.overwrite, progress=advance)
+                                overwrite=args.overwrite, progress=advance, image_metadata=args.image_metadata)
     return _profiled(args, phases, f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})")
 
 
@@ -108,6 +108,13 @@ def _cmd_evaluate(args) -> str:
     acc = api.evaluate_store(api.open(args.store), _protocol(args), run=args.run, scheduler=args.scheduler,
                              address=args.address, phases=phases, workers=args.workers)
     return _profiled(args, phases, _report(acc, args.json))
+
+
+def _cmd_report(args) -> str:
+    store = api.open(args.store)
+    acc = store.report(_protocol(args), run=args.run, where=args.where, category_ids=args.categories,
+                       scheduler=args.scheduler, address=args.address, workers=args.workers)
+    return _report(acc, args.json)
 
 
 def _cmd_sql(args) -> str:
@@ -189,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest_coco.add_argument("--shards", type=int, default=None)
     ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
     ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    ingest_coco.add_argument("--image-metadata", default=None, metavar="FILE",
+                             help="CSV or Parquet table keyed by image_id whose columns are added to the images")
     _run_args(ingest_coco)
     ingest_coco.set_defaults(func=_cmd_ingest)
 
@@ -198,6 +207,16 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--run", default=api.DEFAULT_RUN)
     _protocol_args(evaluate)
     evaluate.set_defaults(func=_cmd_evaluate)
+
+    report = sub.add_parser("report", help="COCO summary of a slice of a store: images by metadata, categories")
+    report.add_argument("store")
+    report.add_argument("--run", default=api.DEFAULT_RUN)
+    report.add_argument("--where", default=None, metavar="PREDICATE",
+                        help="SQL predicate over the images table, e.g. \"width > 500 AND weather = 'rain'\"")
+    report.add_argument("--categories", type=int, nargs="+", default=None, metavar="ID",
+                        help="only these category ids (pycocotools params.catIds)")
+    _protocol_args(report)
+    report.set_defaults(func=_cmd_report)
 
     sql = sub.add_parser("sql", help="query a store with SQL (DuckDB views of the sql/ folder)")
     sql.add_argument("store")

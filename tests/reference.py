@@ -10,7 +10,7 @@ from pycocotools.cocoeval import COCOeval
 
 
 def pycocotools_eval(gt: dict, dt: list, use_cats=True, max_dets=None, iou_thresholds=None, area_ranges=None,
-                     recall_thresholds=None) -> COCOeval:
+                     recall_thresholds=None, image_ids=None, category_ids=None) -> COCOeval:
     with contextlib.redirect_stdout(io.StringIO()):
         coco_gt = COCO()
         coco_gt.dataset = copy.deepcopy(gt)
@@ -24,6 +24,10 @@ def pycocotools_eval(gt: dict, dt: list, use_cats=True, max_dets=None, iou_thres
             ev.params.iouThrs = np.array(iou_thresholds)
         if recall_thresholds is not None:
             ev.params.recThrs = np.array(recall_thresholds)
+        if image_ids is not None:
+            ev.params.imgIds = list(image_ids)
+        if category_ids is not None:
+            ev.params.catIds = list(category_ids)
         if area_ranges is not None:
             ev.params.areaRng = [[lo, hi] for _, lo, hi in area_ranges]
             ev.params.areaRngLbl = [label for label, _, _ in area_ranges]

@@ -208,8 +208,18 @@ def category_batches(dt_matches: pl.LazyFrame, category_ids: np.ndarray, max_row
 
 
 def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol: CocoProtocol,
-               want_curve: bool = False, batch_rows: int = ACCUMULATE_BATCH_ROWS, on_batch_done=None) -> Accumulation:
-    """pycocotools ``accumulate`` over a match table, a batch of categories at a time."""
+               want_curve: bool = False, batch_rows: int = ACCUMULATE_BATCH_ROWS, on_batch_done=None,
+               image_ids=None) -> Accumulation:
+    """pycocotools ``accumulate`` over a match table, a batch of categories at a time.
+
+    ``image_ids`` restricts it to those images: pycocotools matches every image on its own, so this equals
+    a run with ``params.imgIds`` set to them, without matching again. ``category_ids`` plays the part of
+    ``params.catIds``.
+    """
+    if image_ids is not None:
+        subset = pl.Series(np.asarray(image_ids, dtype=np.int64)).implode()
+        dt_matches = dt_matches.filter(pl.col("image_id").is_in(subset))
+        gt_matches = gt_matches.filter(pl.col("image_id").is_in(subset))
     category_ids = np.asarray(category_ids if protocol.use_cats else [-1], dtype=np.int64)
     n_area, n_md, n_thr = len(protocol.area_ranges), len(protocol.max_dets), len(protocol.iou_thresholds)
     n_rec = len(protocol.recall_thresholds)
@@ -222,7 +232,9 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
     batches = category_batches(dt_matches, category_ids, batch_rows) if protocol.use_cats else [(0, 1)]
     for k_lo, k_hi in batches:
         if protocol.use_cats:
-            rows = dt_matches.filter(pl.col("category_id").is_between(category_ids[k_lo], category_ids[k_hi - 1]))
+            batch = pl.Series(category_ids[k_lo:k_hi]).implode()
+            rows = dt_matches.filter(pl.col("category_id").is_between(category_ids[k_lo], category_ids[k_hi - 1])
+                                     & pl.col("category_id").is_in(batch))
             frame = rows.select("category_id", *columns).collect()
             cat_index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
         else:

@@ -1,0 +1,43 @@
+"""A user table of image metadata (CSV or Parquet keyed by ``image_id``), joined to the images table."""
+
+import dataclasses
+from pathlib import Path
+
+import polars as pl
+
+from evalengine.errors import InputError
+from evalengine.io.coco import CocoDataset
+from evalengine.io.validate import listed
+
+
+def read_image_metadata(path) -> pl.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        frame = pl.read_parquet(path) if path.suffix.lower() == ".parquet" else pl.read_csv(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"{path}: not a readable CSV or Parquet table ({str(exc).splitlines()[0]})") from exc
+    if "image_id" not in frame.columns:
+        raise InputError(f"{path}: no 'image_id' column (found {', '.join(frame.columns)})")
+    try:
+        return frame.with_columns(pl.col("image_id").cast(pl.Int64))
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: 'image_id' must hold integers") from exc
+
+
+def with_image_metadata(dataset: CocoDataset, path) -> CocoDataset:
+    """``dataset`` with the table's columns added to its images; every row must name a known image, once."""
+    meta = read_image_metadata(path)
+    path = Path(path)
+    dup = meta.filter(pl.col("image_id").is_duplicated()).get_column("image_id").unique().sort()
+    if dup.len():
+        raise InputError(f"{path}: image_id {listed(dup)} appears more than once")
+    unknown = meta.filter(~pl.col("image_id").is_in(dataset.images.get_column("image_id").implode()))
+    if unknown.height:
+        raise InputError(f"{path}: image_id {listed(unknown.get_column('image_id'))} not in the ground truth's images")
+    clash = [c for c in meta.columns if c != "image_id" and c in dataset.images.columns]
+    if clash:
+        raise InputError(f"{path}: column(s) {', '.join(clash)} already exist in the images table; rename them")
+    images = dataset.images.join(meta, on="image_id", how="left", maintain_order="left")
+    return dataclasses.replace(dataset, images=images)
