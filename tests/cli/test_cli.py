@@ -66,4 +66,5 @@ def test_demo_as_a_new_user_runs_it(tmp_path):
                             capture_output=True, text=True, check=True)
     assert " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.505" in result.stdout
     assert f"store written to {tmp_path / 'demo'}" in result.stdout
+    assert "│ dining table ┆ 0.286 ┆ 0.8   ┆ 0.0    ┆ 0.269 │" in result.stdout, result.stdout  # the SQL slice
     assert (tmp_path / "demo" / "manifest.json").is_file()
