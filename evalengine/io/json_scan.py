@@ -19,15 +19,20 @@ from evalengine.errors import InputError
 CHUNK_BYTES = 64 * 2**20
 
 
+KEY_OPENS, KEY_CLOSES, COLON, COMMA, TOP_CLOSES, ELEMENT_CLOSES = 1, 2, 3, 4, 5, 6
+
+
 @numba.njit(cache=True, nogil=True)
-def _object_ends(block, state):
-    """Offsets just past each '}' closing a top-level list element in ``block``; ``state`` = (depth, in
-    string, escaped) carries over between blocks."""
+def _events(block, state, offset):
+    """(position, kind) of the structure at nesting depth 1 in ``block``: a string opens or closes, ':',
+    ',', the top-level value closes, or an object inside it closes. ``state`` = (depth, in string,
+    escaped) carries over between blocks."""
     depth, in_string, escaped = state[0], state[1], state[2]
-    ends = np.empty(block.shape[0], np.int64)
+    events = np.empty((1024, 2), np.int64)
     n = 0
     for i in range(block.shape[0]):
         c = block[i]
+        kind = 0
         if in_string:
             if escaped:
                 escaped = 0
@@ -35,52 +40,23 @@ def _object_ends(block, state):
                 escaped = 1
             elif c == 34:  # quote
                 in_string = 0
+                kind = KEY_CLOSES if depth == 1 else 0
         elif c == 34:
             in_string = 1
+            kind = KEY_OPENS if depth == 1 else 0
         elif c == 123 or c == 91:  # { [
             depth += 1
         elif c == 125 or c == 93:  # } ]
             depth -= 1
-            if depth == 1 and c == 125:
-                ends[n] = i + 1
-                n += 1
-    state[0], state[1], state[2] = depth, in_string, escaped
-    return ends[:n]
-
-
-@numba.njit(cache=True, nogil=True)
-def _top_level_events(block, state, offset):
-    """Positions of the top-level object's structure in ``block``: (position, kind) with kind 1 = a key
-    string opens, 2 = it closes, 3 = ':', 4 = ',', 5 = the object closes."""
-    depth, in_string, escaped = state[0], state[1], state[2]
-    events = np.empty((block.shape[0], 2), np.int64)
-    n = 0
-    for i in range(block.shape[0]):
-        c = block[i]
-        if in_string:
-            if escaped:
-                escaped = 0
-            elif c == 92:
-                escaped = 1
-            elif c == 34:
-                in_string = 0
-                if depth == 1:
-                    events[n, 0], events[n, 1] = offset + i, 2
-                    n += 1
-        elif c == 34:
-            in_string = 1
-            if depth == 1:
-                events[n, 0], events[n, 1] = offset + i, 1
-                n += 1
-        elif c == 123 or c == 91:
-            depth += 1
-        elif c == 125 or c == 93:
-            depth -= 1
-            if depth == 0:
-                events[n, 0], events[n, 1] = offset + i, 5
-                n += 1
+            kind = TOP_CLOSES if depth == 0 else (ELEMENT_CLOSES if depth == 1 and c == 125 else 0)
         elif depth == 1 and (c == 58 or c == 44):  # : ,
-            events[n, 0], events[n, 1] = offset + i, 3 if c == 58 else 4
+            kind = COLON if c == 58 else COMMA
+        if kind:
+            if n == events.shape[0]:
+                grown = np.empty((2 * n, 2), np.int64)
+                grown[:n] = events
+                events = grown
+            events[n, 0], events[n, 1] = offset + i, kind
             n += 1
     state[0], state[1], state[2] = depth, in_string, escaped
     return events[:n]
@@ -95,19 +71,19 @@ def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
         state = np.zeros(3, np.int64)
         events, offset = [], 0
         while block := handle.read(block_bytes):
-            events.append(_top_level_events(np.frombuffer(block, np.uint8), state, offset))
+            events.append(_events(np.frombuffer(block, np.uint8), state, offset))
             offset += len(block)
         if state[0] != 0 or state[1]:
             raise InputError(f"{path}: not a valid COCO JSON file (it ends inside an object, a list or a string)")
         events = np.concatenate(events) if events else np.empty((0, 2), np.int64)
         spans, key, value_start = {}, None, None
         for i, (position, kind) in enumerate(events):
-            if kind == 1 and value_start is None:
+            if kind == KEY_OPENS and value_start is None:
                 handle.seek(position + 1)
                 key = handle.read(events[i + 1][0] - position - 1).decode("utf-8", "replace")
-            elif kind == 3:
+            elif kind == COLON:
                 value_start = position + 1
-            elif kind in (4, 5) and value_start is not None:
+            elif kind in (COMMA, TOP_CLOSES) and value_start is not None:
                 spans[key] = (value_start, position)
                 key, value_start = None, None
         return spans
@@ -133,10 +109,11 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
             block = handle.read(chunk_bytes)
             if not block:
                 break
-            ends = _object_ends(np.frombuffer(block, np.uint8), state)
+            events = _events(np.frombuffer(block, np.uint8), state, 0)
+            ends = events[events[:, 1] == ELEMENT_CLOSES, 0]
             data = pending + block
             if len(ends):
-                cut = len(pending) + int(ends[-1])
+                cut = len(pending) + int(ends[-1]) + 1
                 yield from _wrapped(data[:cut], pending_at)
                 pending, pending_at = data[cut:], pending_at + cut
             else:
