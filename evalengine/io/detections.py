@@ -15,6 +15,8 @@ like pycocotools, leaves them out.
 
 import os
 import warnings
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -68,8 +70,7 @@ def _columns(path: Path, names) -> list:
 def _raw_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
     kind = _format(path)
     if kind == ".json":
-        for offset, text in json_list_chunks(path):
-            yield read_json(path, RESULT_FIELDS, source=text, offset=offset)
+        yield from _parsed_in_parallel(path)
     elif kind == ".parquet":
         try:
             file = pq.ParquetFile(path)
@@ -85,6 +86,21 @@ def _raw_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
             yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
         except pl.exceptions.PolarsError as exc:
             raise InputError(f"{path}: not a valid JSON Lines detection file ({str(exc).splitlines()[0]})") from exc
+
+
+def _parsed_in_parallel(path: Path) -> Iterator[pl.DataFrame]:
+    """The chunks of a COCO result file, parsed on all cores (Polars releases the GIL), in file order.
+
+    At most one chunk per core is held at once, so memory stays bounded by the chunk size."""
+    workers = os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending = deque()
+        for offset, text in json_list_chunks(path):
+            pending.append(pool.submit(read_json, path, RESULT_FIELDS, text, offset))
+            if len(pending) >= workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset) -> pl.DataFrame:
