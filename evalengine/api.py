@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 
 from evalengine.engine.matching import match_run
-from evalengine.io.coco import read_coco_gt
+from evalengine import schema
+from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.metadata import with_image_metadata
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections
 from evalengine.match.coco import warm_up
@@ -20,7 +21,7 @@ from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
 from evalengine.progress import Phases
 from evalengine import sql as sql_views
-from evalengine.store.layout import StoreLayout, create_store, open_layout
+from evalengine.store.layout import StoreLayout, add_run, create_store, open_layout
 
 DEFAULT_RUN = "default"
 _DETECTIONS_PER_SHARD = 100_000
@@ -57,6 +58,32 @@ class Store:
     def dt(self, run: str = DEFAULT_RUN) -> pl.LazyFrame:
         self.layout.check_run(run)
         return pl.scan_parquet(self.path / "dt" / f"run={run}" / "**" / "*.parquet", hive_partitioning=True)
+
+    def add_run(self, dt_path, run: str, overwrite: bool = False, progress=None) -> "Store":
+        """Add a detection run (a model, or a model under a perturbation) to this store; returns the store."""
+        dataset = CocoDataset(images=self.images().collect(), categories=self.categories().collect(),
+                              gt=pl.DataFrame(schema=schema.GT))
+        layout = add_run(self.layout, run, iter_detections(dt_path, dataset), provenance={run: str(dt_path)},
+                         overwrite=overwrite, progress=progress)
+        return Store(layout)
+
+    def compare(self, runs: list, protocol: CocoProtocol | None = None, **evaluate_options) -> pl.DataFrame:
+        """AP@[.50:.95] (max dets 100) per category and area range for each run, and each run's difference
+        to the first: one row per (category, area range), columns ``ap_<run>`` and ``diff_<run>``."""
+        tables = []
+        for run in runs:
+            table = self.evaluate(protocol, run=run, **evaluate_options).ap_table()
+            tables.append(
+                table.filter((pl.col("max_dets") == 100) & (pl.col("ap") > -1))
+                .group_by("category_id", "area_range").agg(pl.col("ap").mean().alias(f"ap_{run}"))
+            )
+        joined = tables[0]
+        for table in tables[1:]:
+            joined = joined.join(table, on=["category_id", "area_range"], how="full", coalesce=True)
+        base = f"ap_{runs[0]}"
+        return (joined.with_columns([(pl.col(f"ap_{run}") - pl.col(base)).alias(f"diff_{run}") for run in runs[1:]])
+                .join(self.categories().select("category_id", "name").collect(), on="category_id", how="left")
+                .sort("category_id", "area_range"))
 
     def sql(self, query: str) -> pl.DataFrame:
         """Run SQL over the store's DuckDB views (see the top-level ``sql/`` folder) and return a Polars frame."""

@@ -110,6 +110,21 @@ def _cmd_evaluate(args) -> str:
     return _profiled(args, phases, _report(acc, args.json))
 
 
+def _cmd_add_run(args) -> str:
+    phases = _phases(args)
+    with phases.phase("ingest", total=count_rows(args.dt), unit="detections") as advance:
+        store = api.open(args.store).add_run(args.dt, args.run, overwrite=args.overwrite, progress=advance)
+    return _profiled(args, phases, f"store: {store.path} (runs: {', '.join(store.runs)})")
+
+
+def _cmd_compare(args) -> str:
+    table = api.open(args.store).compare(args.runs, _protocol(args), scheduler=args.scheduler,
+                                         address=args.address, workers=args.workers)
+    if args.area_range:
+        table = table.filter(table["area_range"] == args.area_range)
+    return table.write_json() if args.json else _table(table)
+
+
 def _cmd_report(args) -> str:
     store = api.open(args.store)
     acc = store.report(_protocol(args), run=args.run, where=args.where, category_ids=args.categories,
@@ -223,6 +238,21 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--run", default=api.DEFAULT_RUN)
     _protocol_args(evaluate)
     evaluate.set_defaults(func=_cmd_evaluate)
+
+    add_run = sub.add_parser("add-run", help="add a detection run (a model or a perturbation) to a store")
+    add_run.add_argument("store")
+    add_run.add_argument("--run", required=True, help="name of the new run")
+    add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
+    add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
+    _run_args(add_run)
+    add_run.set_defaults(func=_cmd_add_run)
+
+    compare = sub.add_parser("compare", help="AP per class and size of two or more runs, with differences")
+    compare.add_argument("store")
+    compare.add_argument("runs", nargs="+", metavar="RUN", help="runs to compare; differences are to the first")
+    compare.add_argument("--area-range", default=None, help="only this area range (e.g. all, small)")
+    _protocol_args(compare)
+    compare.set_defaults(func=_cmd_compare)
 
     report = sub.add_parser("report", help="COCO summary of a slice of a store: images by metadata, categories")
     report.add_argument("store")

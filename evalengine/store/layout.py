@@ -157,15 +157,10 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
         gt_writer = ShardWriter(tmp / "gt", n_shards, schema.GT)
         gt_writer.write(gt, shard_of(gt.get_column("image_id").to_numpy(), n_shards))
         gt_writer.close()
-        run_rows = []
-        for run, batches in runs.items():
-            writer = ShardWriter(tmp / "dt" / f"run={run}", n_shards, schema.DT)
-            for batch in batches:
-                writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
-                if progress:
-                    progress(batch.height)
-            source = (provenance or {}).get(run, "")
-            run_rows.append({"run": run, "kind": "detections", "source": str(source), "n_detections": writer.close()})
+        run_rows = [
+            _run_row(run, _write_run(tmp / "dt" / f"run={run}", batches, n_shards, progress), provenance)
+            for run, batches in runs.items()
+        ]
         _write(pl.DataFrame(run_rows, schema=schema.RUNS), tmp / "runs")
         manifest = {
             "schema_version": schema.SCHEMA_VERSION,
@@ -177,6 +172,52 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return open_layout(path)
+
+
+def _write_run(folder: Path, batches, n_shards: int, progress) -> int:
+    writer = ShardWriter(folder, n_shards, schema.DT)
+    for batch in batches:
+        writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
+        if progress:
+            progress(batch.height)
+    return writer.close()
+
+
+def _run_row(run: str, n_detections: int, provenance) -> dict:
+    return {"run": run, "kind": "detections", "source": str((provenance or {}).get(run, "")),
+            "n_detections": n_detections}
+
+
+def _replace_file(target: Path, write) -> None:
+    """Write through ``write(path)`` to a temporary file beside ``target``, then rename it over ``target``."""
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def add_run(layout: StoreLayout, run: str, batches, provenance=None, overwrite: bool = False, progress=None):
+    """Add (or, with ``overwrite``, replace) a detection run of an existing store.
+
+    The run's shards are written to a temporary folder and renamed into place; then the runs table and
+    the manifest are each replaced through a temporary file. One writer at a time per store.
+    """
+    if run in layout.manifest["runs"] and not overwrite:
+        raise StoreError(f"{layout.root}: run '{run}' already exists (pass overwrite to replace it)")
+    with atomic_folder(layout.root / "dt" / f"run={run}", overwrite=overwrite) as tmp:
+        n_detections = _write_run(tmp, batches, layout.n_shards, progress)
+    stale = layout.root / "matches"
+    for folder in stale.glob(f"*/run={run}"):  # match tables of a replaced run no longer hold
+        shutil.rmtree(folder)
+    runs = pl.read_parquet(layout.table("runs")).filter(pl.col("run") != run)
+    runs = pl.concat([runs, pl.DataFrame([_run_row(run, n_detections, provenance)], schema=schema.RUNS)])
+    _replace_file(layout.table("runs"), runs.write_parquet)
+    manifest = dict(layout.manifest, runs=sorted(set(layout.manifest["runs"]) | {run}))
+    manifest["provenance"] = dict(manifest.get("provenance", {}), **{k: str(v) for k, v in (provenance or {}).items()})
+    _replace_file(layout.root / MANIFEST, lambda p: p.write_text(json.dumps(manifest, indent=2)))
+    return open_layout(layout.root)
 
 
 def open_layout(path) -> StoreLayout:
