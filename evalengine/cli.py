@@ -125,6 +125,26 @@ def _cmd_compare(args) -> str:
     return table.write_json() if args.json else _table(table)
 
 
+def _cmd_plot(args) -> str:
+    from evalengine import plots
+
+    store = api.open(args.store)
+    protocol = _protocol(args)
+    runs = args.runs or [api.DEFAULT_RUN]
+    if args.kind == "pr":
+        evaluation = store.evaluate(protocol, run=runs[0])
+        names = dict(store.categories().select("category_id", "name").collect().iter_rows())
+        figure = plots.pr_curves(evaluation.precision_recall(), names, args.categories, args.iou)
+    elif args.kind == "ap-by-size":
+        figure = plots.ap_by_size({run: store.evaluate(protocol, run=run).summary() for run in runs})
+    else:
+        if len(runs) < 2:
+            raise EvalEngineError("plot compare needs two runs: --runs BASELINE OTHER")
+        figure = plots.run_differences(store.compare(runs, protocol), runs[1])
+    figure.savefig(args.out, dpi=120)
+    return f"figure written to {args.out}"
+
+
 def _cmd_report(args) -> str:
     store = api.open(args.store)
     acc = store.report(_protocol(args), run=args.run, where=args.where, category_ids=args.categories,
@@ -253,6 +273,16 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--area-range", default=None, help="only this area range (e.g. all, small)")
     _protocol_args(compare)
     compare.set_defaults(func=_cmd_compare)
+
+    plot = sub.add_parser("plot", help="figures: precision-recall curves, AP by size, per-class run differences")
+    plot.add_argument("store")
+    plot.add_argument("kind", choices=["pr", "ap-by-size", "compare"])
+    plot.add_argument("--out", required=True, help="image file (.png, .pdf, .svg)")
+    plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
+    plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr: one curve per category id")
+    plot.add_argument("--iou", type=float, default=0.5, help="pr with --categories: the IoU threshold")
+    _protocol_args(plot)
+    plot.set_defaults(func=_cmd_plot)
 
     report = sub.add_parser("report", help="COCO summary of a slice of a store: images by metadata, categories")
     report.add_argument("store")

@@ -1,0 +1,81 @@
+"""Figures people would rather look at than read (matplotlib, an optional extra: ``evalengine[plot]``).
+
+Each function takes what the metrics return and gives back a ``matplotlib.figure.Figure``.
+"""
+
+import polars as pl
+
+from evalengine.errors import EvalEngineError
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise EvalEngineError('plots need matplotlib: pip install "evalengine[plot]"') from exc
+    return plt
+
+
+def pr_curves(precision: pl.DataFrame, category_names: dict, category_ids=None, iou_threshold: float = 0.5,
+              area_range: str = "all", max_dets: int | None = None):
+    """Interpolated precision against recall (pycocotools' 101 points): one curve per listed category, or
+    the class mean at IoU 0.5, 0.75 and the mean over all thresholds when none are listed."""
+    plt = _pyplot()
+    cap = max_dets if max_dets is not None else precision["max_dets"].max()
+    rows = precision.filter((pl.col("area_range") == area_range) & (pl.col("max_dets") == cap)
+                            & (pl.col("precision") > -1))
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    if category_ids:
+        for k in category_ids:
+            curve = rows.filter((pl.col("category_id") == k) & (pl.col("iou_threshold") == iou_threshold))
+            curve = curve.sort("recall_threshold")
+            ax.plot(curve["recall_threshold"], curve["precision"], label=str(category_names.get(k, k)))
+        title = f"IoU {iou_threshold:.2f}"
+    else:
+        mean = rows.group_by("iou_threshold", "recall_threshold").agg(pl.col("precision").mean())
+        for label, chosen in (("IoU 0.50", mean.filter(pl.col("iou_threshold") == 0.5)),
+                              ("IoU 0.75", mean.filter(pl.col("iou_threshold") == 0.75)),
+                              ("IoU .50:.95", mean.group_by("recall_threshold").agg(pl.col("precision").mean()))):
+            chosen = chosen.sort("recall_threshold")
+            ax.plot(chosen["recall_threshold"], chosen["precision"], label=label)
+        title = "mean over classes"
+    ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1.01),
+           title=f"Precision–recall, {title}, area {area_range}, {cap} detections")
+    ax.legend(loc="lower left", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def ap_by_size(summaries: dict):
+    """AP@[.50:.95] per area range (all, small, medium, large), one bar group per run.
+    ``summaries`` maps a run name to its summary frame (``metric, value``)."""
+    plt = _pyplot()
+    metrics = ["AP", "APs", "APm", "APl"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    width = 0.8 / max(len(summaries), 1)
+    for i, (run, summary) in enumerate(summaries.items()):
+        values = dict(zip(summary["metric"], summary["value"]))
+        ax.bar([m + i * width for m in range(len(metrics))], [max(values[m], 0) for m in metrics], width, label=run)
+    ax.set_xticks([m + width * (len(summaries) - 1) / 2 for m in range(len(metrics))], ["all", "small", "medium", "large"])
+    ax.set(ylabel="AP@[.50:.95]", ylim=(0, 1), title="AP by object size")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def run_differences(comparison: pl.DataFrame, run: str, area_range: str = "all", most: int = 30):
+    """Per-class AP difference of ``run`` to the baseline of a ``Store.compare`` table, the largest first."""
+    plt = _pyplot()
+    column = f"diff_{run}"
+    rows = comparison.filter((pl.col("area_range") == area_range) & pl.col(column).is_not_null())
+    rows = rows.sort(pl.col(column).abs(), descending=True).head(most).sort(column)
+    fig, ax = plt.subplots(figsize=(6, max(3, 0.22 * rows.height + 1)))
+    ax.barh(rows["name"].cast(pl.String).fill_null("?"), rows[column],
+            color=["tab:red" if d < 0 else "tab:green" for d in rows[column]])
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set(xlabel=f"AP difference ({run} − baseline), area {area_range}", title="Largest per-class changes")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,52 @@
+"""Figures draw the numbers the metrics compute."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from evalengine.api import ingest_coco
+from evalengine.cli import main
+from evalengine import plots
+from tests.conftest import PACKAGE_DATA
+
+GT = PACKAGE_DATA / "instances_val2014_100.json"
+DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("plots")
+    dets = json.loads(DT.read_text())
+    for det in dets:
+        det["score"] = round(1 - det["score"], 3)  # a second run with inverted confidence
+    (folder / "inverted.json").write_text(json.dumps(dets))
+    return ingest_coco(GT, DT, folder / "store").add_run(folder / "inverted.json", "inverted")
+
+
+def test_pr_curves_per_category(store):
+    table = store.evaluate().precision_recall()
+    names = dict(store.categories().select("category_id", "name").collect().iter_rows())
+    figure = plots.pr_curves(table, names, category_ids=[1, 3], iou_threshold=0.5)
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == ["person", "car"]
+    want = table.filter((pl.col("category_id") == 1) & (pl.col("iou_threshold") == 0.5) &
+                        (pl.col("area_range") == "all") & (pl.col("max_dets") == 100)).sort("recall_threshold")
+    np.testing.assert_array_equal(lines[0].get_ydata(), want["precision"].to_numpy())
+
+
+def test_ap_by_size_bars(store):
+    summaries = {run: store.evaluate(run=run).summary() for run in ("default", "inverted")}
+    figure = plots.ap_by_size(summaries)
+    heights = [patch.get_height() for patch in figure.axes[0].patches]
+    want = [dict(summary.iter_rows())[m] for summary in summaries.values() for m in ("AP", "APs", "APm", "APl")]
+    np.testing.assert_allclose(heights, want, rtol=0, atol=0)
+
+
+def test_plot_commands_write_images(tmp_path, store):
+    for kind, extra in (("pr", []), ("ap-by-size", ["--runs", "default", "inverted"]),
+                        ("compare", ["--runs", "default", "inverted"])):
+        out = tmp_path / f"{kind}.png"
+        assert main(["plot", str(store.path), kind, "--out", str(out), *extra]) == 0
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
