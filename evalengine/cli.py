@@ -135,6 +135,8 @@ def _cmd_plot(args) -> str:
         evaluation = store.evaluate(protocol, run=runs[0])
         names = dict(store.categories().select("category_id", "name").collect().iter_rows())
         figure = plots.pr_curves(evaluation.precision_recall(), names, args.categories, args.iou)
+    elif args.kind == "recall-iou":
+        figure = plots.recall_iou({run: store.evaluate(protocol, run=run).ap_table() for run in runs})
     elif args.kind == "ap-by-size":
         figure = plots.ap_by_size({run: store.evaluate(protocol, run=run).summary() for run in runs})
     else:
@@ -274,9 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     _protocol_args(compare)
     compare.set_defaults(func=_cmd_compare)
 
-    plot = sub.add_parser("plot", help="figures: precision-recall curves, AP by size, per-class run differences")
+    plot = sub.add_parser("plot", help="figures: precision-recall, recall-IoU, AP by size, per-class run differences")
     plot.add_argument("store")
-    plot.add_argument("kind", choices=["pr", "ap-by-size", "compare"])
+    plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare"])
     plot.add_argument("--out", required=True, help="image file (.png, .pdf, .svg)")
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
     plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr: one curve per category id")

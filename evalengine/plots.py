@@ -49,6 +49,24 @@ def pr_curves(precision: pl.DataFrame, category_names: dict, category_ids=None, 
     return fig
 
 
+def recall_iou(ap_tables: dict, area_range: str = "all", max_dets: int | None = None):
+    """Class-mean recall at each IoU threshold (the curve whose mean is COCO's AR), one line per run.
+    ``ap_tables`` maps a run name to its ``ap_table()``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for run, table in ap_tables.items():
+        cap = max_dets if max_dets is not None else table["max_dets"].max()
+        curve = (table.filter((pl.col("area_range") == area_range) & (pl.col("max_dets") == cap)
+                              & (pl.col("recall") > -1))
+                 .group_by("iou_threshold").agg(pl.col("recall").mean()).sort("iou_threshold"))
+        ax.plot(curve["iou_threshold"], curve["recall"], marker="o", label=run)
+    ax.set(xlabel="IoU threshold", ylabel="recall (class mean)", ylim=(0, 1.01),
+           title=f"Recall against IoU, area {area_range}")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
 def ap_by_size(summaries: dict):
     """AP@[.50:.95] per area range (all, small, medium, large), one bar group per run.
     ``summaries`` maps a run name to its summary frame (``metric, value``)."""

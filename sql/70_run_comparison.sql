@@ -5,8 +5,9 @@ FROM ap
 WHERE max_dets = 100
 GROUP BY ALL;
 
--- run_comparison: every ordered pair of runs (models, or a model under perturbations) per category and
--- area range, with the AP difference run_b - run_a; null where a run has no ground truth of that size.
+-- run_comparison: every ordered pair of matched runs (models, or a model under perturbations) per category
+-- and area range, with the AP difference run_b - run_a; null where a run has no ground truth of that size.
+-- A run appears once it has been matched (`evalengine evaluate STORE --run R`, or `evalengine compare`).
 CREATE OR REPLACE VIEW run_comparison AS
 SELECT a.run AS run_a, b.run AS run_b, a.category_id, c.name AS category_name, a.area_range,
        a.ap AS ap_a, b.ap AS ap_b, b.ap - a.ap AS ap_difference

@@ -44,8 +44,18 @@ def test_ap_by_size_bars(store):
     np.testing.assert_allclose(heights, want, rtol=0, atol=0)
 
 
+def test_recall_iou_is_the_class_mean_recall(store):
+    table = store.evaluate().ap_table()
+    line = plots.recall_iou({"default": table}).axes[0].get_lines()[0]
+    at = table.filter((pl.col("area_range") == "all") & (pl.col("max_dets") == 100) & (pl.col("recall") > -1))
+    want = at.group_by("iou_threshold").agg(pl.col("recall").mean()).sort("iou_threshold")
+    np.testing.assert_array_equal(line.get_ydata(), want["recall"].to_numpy())
+    assert np.mean(line.get_ydata()) == pytest.approx(store.evaluate().stats()[8], abs=1e-12)  # AR100
+
+
 def test_plot_commands_write_images(tmp_path, store):
-    for kind, extra in (("pr", []), ("ap-by-size", ["--runs", "default", "inverted"]),
+    for kind, extra in (("pr", []), ("recall-iou", ["--runs", "default", "inverted"]),
+                        ("ap-by-size", ["--runs", "default", "inverted"]),
                         ("compare", ["--runs", "default", "inverted"])):
         out = tmp_path / f"{kind}.png"
         assert main(["plot", str(store.path), kind, "--out", str(out), *extra]) == 0
