@@ -5,6 +5,7 @@ The files are plain SQL with paths relative to the store; a connection sets Duck
 once the store has been evaluated; before that, only the input tables' views are defined.
 """
 
+from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -12,13 +13,16 @@ import polars as pl
 
 from evalengine.errors import EvalEngineError
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
-
-
 def view_files() -> list:
-    files = sorted(SQL_DIR.glob("*.sql"))
+    """The ``.sql`` files of the top-level ``sql/`` folder: installed as ``evalengine/views`` by a wheel,
+    read in place from a source checkout (an editable install puts the project root on the path)."""
+    try:
+        folder = resources.files("evalengine.views")
+    except ModuleNotFoundError:
+        folder = Path(__file__).resolve().parent.parent / "sql"
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
     if not files:
-        raise EvalEngineError(f"{SQL_DIR}: no view definitions (*.sql) found")
+        raise EvalEngineError(f"{folder}: no view definitions (*.sql) found")
     return files
 
 

@@ -6,6 +6,7 @@ names the file and the offending id or row; input that pycocotools accepts but t
 mistake raises an :class:`~evalengine.errors.InputWarning` instead.
 """
 
+import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ import polars as pl
 
 from evalengine import schema
 from evalengine.errors import InputError, InputWarning
-from evalengine.io.json_scan import read_span, top_level_values
+from evalengine.io.json_scan import list_sample, read_span, top_level_values
 from evalengine.io.validate import check_boxes, listed, read_json, require, split_bbox, unique
 
 _ANNOTATION = pl.Struct(
@@ -88,8 +89,10 @@ def read_coco_gt(path) -> CocoDataset:
 
     images = _with_id(parse("images"), path, "image", schema.IMAGES)
     categories = _with_id(parse("categories"), path, "category", schema.CATEGORIES).sort("category_id")
-    gt = parse("annotations", _ANNOTATION.to_schema()).with_row_index("gt_order").with_columns(
-        pl.col("gt_order").cast(pl.Int64))
+    extra = _extra_annotation_fields(path, spans["annotations"])
+    gt = (parse("annotations", {**_ANNOTATION.to_schema(), **extra})
+          .rename({name: _stored_name(name) for name in extra})
+          .with_row_index("gt_order").with_columns(pl.col("gt_order").cast(pl.Int64)))
     require(gt, ["id"], path, "annotation at position", pl.col("gt_order"))
     unique(gt, "id", path, "annotation")
     ann = pl.col("id")
@@ -133,5 +136,33 @@ def read_coco_gt(path) -> CocoDataset:
         (pl.col("iscrowd").fill_null(0) != 0).alias("iscrowd"),
         (pl.col("ignore") != 0).alias("ignore"),
         "gt_order",
+        *[_stored_name(name) for name in extra],
     )
-    return CocoDataset(images=images, categories=categories, gt=gt.select([pl.col(c).cast(t) for c, t in schema.GT.items()]))
+    gt = gt.with_columns([pl.col(c).cast(t) for c, t in schema.GT.items()])
+    return CocoDataset(images=images, categories=categories, gt=gt)
+
+
+_SCALAR_TYPES = {bool: pl.Boolean, int: pl.Int64, float: pl.Float64, str: pl.String}
+
+
+def _extra_annotation_fields(path: Path, span: tuple) -> dict:
+    """Scalar annotation fields beyond COCO's (e.g. ``occluded``, ``truncated``, a source tag), typed from
+    the first annotations. Nested fields (``segmentation``, ``keypoints``, …) are not stored yet."""
+    known = set(_ANNOTATION.to_schema()) | {"segmentation", "keypoints", "num_keypoints"}
+    types = {}
+    for ann in json.loads(list_sample(path, span)):
+        for name, value in ann.items():
+            if name not in known and value is not None:
+                types.setdefault(name, set()).add(type(value))
+    fields = {}
+    for name, seen in types.items():
+        if seen <= {int, float} and float in seen:
+            fields[name] = pl.Float64
+        elif len(seen) == 1 and next(iter(seen)) in _SCALAR_TYPES:
+            fields[name] = _SCALAR_TYPES[next(iter(seen))]
+    return fields
+
+
+def _stored_name(name: str) -> str:
+    """A source field whose name the store uses itself is kept as ``source_<name>``."""
+    return f"source_{name}" if name in schema.GT or name == "shard" else name

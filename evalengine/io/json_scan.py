@@ -95,6 +95,14 @@ def read_span(path: Path, span: tuple) -> bytes:
         return handle.read(span[1] - span[0])
 
 
+def list_sample(path: Path, span: tuple, n_objects: int = 1000, max_bytes: int = 4 * 2**20) -> bytes:
+    """The first ``n_objects`` objects of the JSON list at ``span`` (within ``max_bytes``), as a JSON list."""
+    text = read_span(path, (span[0], min(span[1], span[0] + max_bytes))).lstrip()
+    events = _events(np.frombuffer(text, np.uint8), np.zeros(3, np.int64), 0)
+    ends = events[events[:, 1] == ELEMENT_CLOSES, 0][:n_objects]
+    return text[: int(ends[-1]) + 1] + b"]" if len(ends) else b"[]"
+
+
 def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
     """``(offset, text)`` pairs: ``text`` is a JSON list holding the next whole objects of the file's
     top-level list, and ``offset`` is where its first object starts in the file, minus one (the '[')."""

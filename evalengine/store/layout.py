@@ -154,7 +154,7 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
     with atomic_folder(path, overwrite=overwrite) as tmp:
         _write(images, tmp / "images")
         _write(categories, tmp / "categories")
-        gt_writer = ShardWriter(tmp / "gt", n_shards, schema.GT)
+        gt_writer = ShardWriter(tmp / "gt", n_shards, dict(gt.schema))  # schema.GT and the source's extra fields
         gt_writer.write(gt, shard_of(gt.get_column("image_id").to_numpy(), n_shards))
         gt_writer.close()
         run_rows = [

@@ -154,3 +154,15 @@ def test_every_image_and_category_field_is_kept(tmp_path):
     assert image["source_shard"] == 7 and "shard" not in dataset.images.columns
     category = dataset.categories.row(0, named=True)
     assert (category["category_id"], category["frequency"], category["synset"]) == (1, "r", "cat.n.01")
+
+
+def test_extra_annotation_fields_are_kept(tmp_path):
+    gt = coco_gt([[0, 0, 1, 1], [2, 2, 3, 3]], occluded=[True, False], source=["cvat", "manual"],
+                 difficulty=[1, 2], visibility=[0.5, 1], x=[9, 9])
+    dataset = read_coco_gt(write(tmp_path, "gt.json", gt))
+    frame = dataset.gt.sort("gt_id")
+    assert frame["occluded"].to_list() == [True, False]
+    assert frame["source"].to_list() == ["cvat", "manual"]
+    assert frame["difficulty"].to_list() == [1, 2]
+    assert frame["visibility"].to_list() == [0.5, 1.0]
+    assert frame["source_x"].to_list() == [9, 9] and frame["x"].to_list() == [0.0, 2.0]
