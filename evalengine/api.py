@@ -1,26 +1,27 @@
 """What a notebook imports: open or build a store, evaluate a run, get metrics as Polars frames."""
 
 import math
-import threading
+import os
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import polars as pl
 
-from evalengine.engine.matching import match_run
 from evalengine import schema
+from evalengine import sql as sql_views
+from evalengine.engine.matching import match_run
 from evalengine.io.coco import CocoDataset, read_coco_gt
-from evalengine.io.metadata import with_image_metadata
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections
+from evalengine.io.metadata import with_image_metadata
 from evalengine.match.coco import warm_up
 from evalengine.match.protocol import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
 from evalengine.progress import Phases
-from evalengine import sql as sql_views
 from evalengine.store.layout import StoreLayout, add_run, create_store, open_layout
 
 DEFAULT_RUN = "default"
@@ -28,8 +29,11 @@ _DETECTIONS_PER_SHARD = 100_000
 
 
 def default_shard_count(n_rows: int) -> int:
-    """About 100k detections (or ground truths) per shard, between 1 and 1024 shards."""
-    return max(1, min(1024, math.ceil(n_rows / _DETECTIONS_PER_SHARD)))
+    """About 100k detections (or ground truths) per shard, rounded up to a multiple of the cores so that the
+    last round of shard tasks keeps every core busy; at most 1024."""
+    cores = os.cpu_count() or 1
+    rounds = math.ceil(n_rows / _DETECTIONS_PER_SHARD / cores)
+    return max(1, min(1024, rounds * cores))
 
 
 @dataclass(frozen=True)
