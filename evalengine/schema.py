@@ -55,33 +55,31 @@ RUNS = {
     "n_detections": pl.Int64,
 }
 
-# One row per evaluated detection. ``tp_bits[a]`` / ``ignored_bits[a]`` hold bit ``t`` set when the
-# detection is a true positive / ignored at IoU threshold ``t`` in area range ``a``; a false positive
-# is neither. ``matched_gt_id[t]`` / ``matched_iou[t]`` give the partner in the first area range.
-DT_MATCHES = {
-    "image_id": pl.Int64,
-    "category_id": pl.Int64,
-    "det_id": pl.Int64,
-    "score": pl.Float64,
-    "dt_rank": pl.Int32,
-    "tp_bits": pl.List(pl.UInt64),
-    "ignored_bits": pl.List(pl.UInt64),
-    "matched_gt_id": pl.List(pl.Int64),
-    "matched_iou": pl.List(pl.Float64),
-}
-
-# One row per ground truth of an evaluated category. ``ignored_bits`` has bit ``a`` set when the
-# ground truth is ignored in area range ``a`` (crowd or area outside); ``matched_bits[a]`` has bit
-# ``t`` set when it is matched at IoU threshold ``t`` in area range ``a``.
-GT_MATCHES = {
-    "image_id": pl.Int64,
-    "category_id": pl.Int64,
-    "gt_id": pl.Int64,
-    "ignored_bits": pl.UInt64,
-    "matched_bits": pl.List(pl.UInt64),
-}
+def dt_matches_schema(n_areas: int, n_thresholds: int) -> dict:
+    """One row per evaluated detection. ``tp_bits[a]`` / ``ignored_bits[a]`` hold bit ``t`` set when the
+    detection is a true positive / ignored at IoU threshold ``t`` in area range ``a``; a false positive is
+    neither. ``matched_gt_id[t]`` / ``matched_iou[t]`` give the partner in the first area range (null if none)."""
+    return {
+        "image_id": pl.Int64,
+        "category_id": pl.Int64,
+        "det_id": pl.Int64,
+        "score": pl.Float64,
+        "dt_rank": pl.Int32,
+        "tp_bits": pl.Array(pl.UInt64, n_areas),
+        "ignored_bits": pl.Array(pl.UInt64, n_areas),
+        "matched_gt_id": pl.Array(pl.Int64, n_thresholds),
+        "matched_iou": pl.Array(pl.Float64, n_thresholds),
+    }
 
 
-def empty(schema: dict) -> pl.DataFrame:
-    """An empty frame with the given schema."""
-    return pl.DataFrame(schema=schema)
+def gt_matches_schema(n_areas: int) -> dict:
+    """One row per ground truth of an evaluated category. ``ignored_bits`` has bit ``a`` set when it is ignored
+    in area range ``a`` (crowd, or area outside); ``matched_bits[a]`` has bit ``t`` set when it is matched at
+    IoU threshold ``t`` in area range ``a``."""
+    return {
+        "image_id": pl.Int64,
+        "category_id": pl.Int64,
+        "gt_id": pl.Int64,
+        "ignored_bits": pl.UInt64,
+        "matched_bits": pl.Array(pl.UInt64, n_areas),
+    }

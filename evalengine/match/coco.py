@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from evalengine import schema
 from evalengine.geometry.box_iou import coco_box_iou
 from evalengine.match.protocol import CocoProtocol
 
@@ -190,7 +191,7 @@ def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:
 
 
 def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol):
-    """Match one shard; return ``(dt_matches, gt_matches)`` frames (see :mod:`evalengine.schema`)."""
+    """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`)."""
     gt = prepare_gt(gt, category_ids)
     dt = prepare_dt(dt, category_ids, protocol)
 
@@ -212,6 +213,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     )
     has_partner = dt_partner >= 0
     partner_id = col(gt, "gt_id", np.int64)[np.where(has_partner, dt_partner, 0)] if gt.height else dt_partner
+    n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
     dt_matches = pl.from_arrow(
         pa.table(
             {
@@ -226,7 +228,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
                 "matched_iou": _fixed_list(dt_iou, has_partner),
             }
         )
-    )
+    ).cast(schema.dt_matches_schema(n_area, n_thr))
     gt_matches = pl.from_arrow(
         pa.table(
             {
@@ -237,5 +239,5 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
                 "matched_bits": _fixed_list(gt_matched),
             }
         )
-    )
+    ).cast(schema.gt_matches_schema(n_area))
     return dt_matches, gt_matches
