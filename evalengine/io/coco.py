@@ -52,8 +52,8 @@ def _with_id(frame: pl.DataFrame, path: Path, what: str, table_schema: dict) -> 
         if frame.height:
             raise InputError(f"{path}: {what}s have no field 'id'")
         frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("id"))
-    frame = frame.rename({c: f"source_{c}" for c in frame.columns if c in table_schema and c != "id"
-                          and c not in ("width", "height", "file_name", "name", "supercategory")})
+    own = {id_column, "shard"} & set(table_schema)  # columns the store fills itself
+    frame = frame.rename({c: _stored_name(c, own) for c in frame.columns})
     frame = frame.with_row_index("row")
     require(frame, ["id"], path, f"{what} at position", pl.col("row"))
     frame = frame.drop("row").rename({"id": id_column})
@@ -91,7 +91,7 @@ def read_coco_gt(path) -> CocoDataset:
     categories = _with_id(parse("categories"), path, "category", schema.CATEGORIES).sort("category_id")
     extra = _extra_annotation_fields(path, spans["annotations"])
     gt = (parse("annotations", {**_ANNOTATION.to_schema(), **extra})
-          .rename({name: _stored_name(name) for name in extra})
+          .rename({name: _stored_name(name, _GT_OWN) for name in extra})
           .with_row_index("gt_order").with_columns(pl.col("gt_order").cast(pl.Int64)))
     require(gt, ["id"], path, "annotation at position", pl.col("gt_order"))
     unique(gt, "id", path, "annotation")
@@ -136,7 +136,7 @@ def read_coco_gt(path) -> CocoDataset:
         (pl.col("iscrowd").fill_null(0) != 0).alias("iscrowd"),
         (pl.col("ignore") != 0).alias("ignore"),
         "gt_order",
-        *[_stored_name(name) for name in extra],
+        *[_stored_name(name, _GT_OWN) for name in extra],
     )
     gt = gt.with_columns([pl.col(c).cast(t) for c, t in schema.GT.items()])
     return CocoDataset(images=images, categories=categories, gt=gt)
@@ -163,6 +163,9 @@ def _extra_annotation_fields(path: Path, span: tuple) -> dict:
     return fields
 
 
-def _stored_name(name: str) -> str:
-    """A source field whose name the store uses itself is kept as ``source_<name>``."""
-    return f"source_{name}" if name in schema.GT or name == "shard" else name
+_GT_OWN = set(schema.GT) | {"shard"}
+
+
+def _stored_name(name: str, own: set) -> str:
+    """A source field named like one of the store's own columns (``own``) is kept as ``source_<name>``."""
+    return f"source_{name}" if name in own else name
