@@ -12,19 +12,24 @@ import polars as pl
 
 from evalengine import schema
 from evalengine import sql as sql_views
-from evalengine.engine.matching import match_run
+from evalengine.engine.matching import match_proposal_run, match_run
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections
 from evalengine.io.metadata import with_image_metadata
+from evalengine.io.proposals import iter_proposals
 from evalengine.match.coco import warm_up
+from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.protocol import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
 from evalengine.progress import Phases
-from evalengine.store.layout import StoreLayout, add_run, create_store, open_layout
+from evalengine.proposal_evaluation import ProposalEvaluation
+from evalengine.store.layout import ProposalRun, StoreLayout, add_proposal_run, add_run, create_store, open_layout
+from evalengine.store.ranking import ProposalOrder
 
 DEFAULT_RUN = "default"
+DEFAULT_PROPOSAL_RUN = "proposals"
 _DETECTIONS_PER_SHARD = 100_000
 
 
@@ -70,6 +75,27 @@ class Store:
         layout = add_run(self.layout, run, iter_detections(dt_path, dataset), provenance={run: str(dt_path)},
                          overwrite=overwrite, progress=progress)
         return Store(layout)
+
+    def proposals(self, run: str = DEFAULT_PROPOSAL_RUN) -> pl.LazyFrame:
+        self.layout.check_proposal_run(run)
+        return pl.scan_parquet(self.path / "proposals" / f"run={run}" / "**" / "*.parquet", hive_partitioning=True)
+
+    def add_proposals(self, path, run: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
+                      box_convention: str = "continuous", overwrite: bool = False, progress=None) -> "Store":
+        """Add a proposal run (see :mod:`evalengine.io.proposals` for the formats), ranked by ``order``."""
+        proposal = ProposalRun(iter_proposals(path, self.images().collect(), box_convention),
+                               order or ProposalOrder(), box_convention)
+        return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite,
+                                      progress=progress))
+
+    def evaluate_proposals(self, run: str = DEFAULT_PROPOSAL_RUN, protocol: ProposalProtocol | None = None,
+                           scheduler: str = "threads", address: str | None = None, on_shard_done=None,
+                           workers: int | None = None) -> ProposalEvaluation:
+        """Match a proposal run at every budget (Hosang et al.), reusing a stored match table."""
+        protocol = protocol or ProposalProtocol()
+        folder = match_proposal_run(self.layout, run, protocol, scheduler=scheduler, address=address,
+                                    on_shard_done=on_shard_done, workers=workers)
+        return ProposalEvaluation(store=self, run=run, protocol=protocol, matches_dir=folder)
 
     def compare(self, runs: list, protocol: CocoProtocol | None = None, **evaluate_options) -> pl.DataFrame:
         """AP@[.50:.95] (max dets 100) per category and area range for each run, and each run's difference
@@ -209,6 +235,22 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
         store, dataset.images, dataset.categories, dataset.gt, {run: iter_detections(dt_path, dataset)},
         n_shards=shards, provenance={"gt": str(gt_json), run: str(dt_path)}, overwrite=overwrite, progress=progress,
     )
+    return Store(layout)
+
+
+def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL_RUN,
+                     order: ProposalOrder | None = None, box_convention: str = "continuous",
+                     n_shards: int | None = None, overwrite: bool = False, progress=None) -> Store:
+    """Validate a COCO ground-truth file and a proposal file or .npz folder and write them as a new store."""
+    dataset = read_coco_gt(gt_json)
+    path = Path(proposals_path)
+    rows = estimate_rows(path) if path.is_file() and path.suffix.lower() in (".json", ".parquet") else 0
+    shards = n_shards or default_shard_count(max(rows, dataset.gt.height))
+    proposal = ProposalRun(iter_proposals(path, dataset.images, box_convention), order or ProposalOrder(),
+                           box_convention)
+    layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {}, n_shards=shards,
+                          provenance={"gt": str(gt_json), run: str(proposals_path)}, overwrite=overwrite,
+                          progress=progress, proposal_runs={run: proposal})
     return Store(layout)
 
 

@@ -13,10 +13,14 @@ from evalengine import api
 from evalengine.engine.runner import SCHEDULERS
 from evalengine.errors import EvalEngineError
 from evalengine.io.detections import count_rows
+from evalengine.io.proposals import BOX_CONVENTIONS
+from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
 from evalengine.match.protocol import COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, CocoProtocol
 from evalengine.metrics.ap import Accumulation
 from evalengine.metrics.summary import STAT_NAMES, format_summary, per_class_frame, summary_stats
 from evalengine.progress import Phases
+from evalengine.proposal_evaluation import coco_mean_proposals, coco_report
+from evalengine.store.ranking import ORDERINGS, ProposalOrder
 
 
 def _protocol_args(parser: argparse.ArgumentParser) -> None:
@@ -172,6 +176,50 @@ def _cmd_sql(args) -> str:
     return _table(frame)
 
 
+def _proposal_table(payload: dict) -> str:
+    import polars as pl
+
+    columns = {"budget": payload["budgets"], "mean #proposals": payload["mean_proposals"], "AR": payload["ar"],
+               **{f"recall@{t}": values for t, values in payload["recall"].items()}}
+    ar_range = "AR: mean recall over IoU .50:.05:.95" if payload["protocol"] == "coco" else "AR over IoU [0.5, 1]"
+    title = f"protocol {payload['protocol']} (matcher: {payload['matcher']}, aggregation: {payload['aggregation']}; {ar_range})"
+    text = title + "\n" + _table(pl.DataFrame(columns).with_columns(pl.exclude("budget").round(4)))
+    if "stats" in payload:
+        text += "\n" + "\n".join(f"{name:<26} {value:.4f}" for name, value in zip(payload["stat_names"], payload["stats"]))
+    return text
+
+
+def _evaluate_proposals(store, args, phases: Phases) -> dict:
+    budgets = tuple(args.budgets)
+    schedule = dict(scheduler=args.scheduler, address=args.address, workers=args.workers)
+    if args.protocol == "coco":
+        protocol = CocoProtocol(use_cats=False, max_dets=budgets)
+        with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
+            evaluation = store.evaluate(protocol, run=args.run, on_shard_done=advance, **schedule)
+        return coco_report(evaluation.accumulate(), coco_mean_proposals(store, args.run, budgets), args.iou)
+    protocol = ProposalProtocol(budgets=budgets, drop_crowd=not args.keep_crowd,
+                                include_difficult=not args.exclude_difficult)
+    with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
+        evaluation = store.evaluate_proposals(args.run, protocol, on_shard_done=advance, **schedule)
+    matcher = "best" if args.protocol == "best-overlap" else "greedy"
+    return evaluation.report(args.iou, matcher=matcher, aggregation=args.aggregation)
+
+
+def _cmd_proposals(args) -> str:
+    phases = _phases(args)
+    order = ProposalOrder(args.ordering, args.seed, dedup=not args.no_dedup)
+    with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
+        target = Path(args.store) if args.store else Path(tmp) / "store"
+        with phases.phase("ingest", unit="proposals") as advance:
+            store = api.ingest_proposals(args.gt, args.proposals, target, run=args.run, order=order,
+                                         box_convention=args.box_convention, n_shards=args.shards,
+                                         overwrite=args.overwrite, progress=advance)
+        payload = _evaluate_proposals(store, args, phases)
+    if args.store:
+        payload["store"] = str(args.store)
+    return _profiled(args, phases, json.dumps(payload) if args.json else _proposal_table(payload))
+
+
 def _table(frame) -> str:
     import polars as pl
 
@@ -303,6 +351,41 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     sql.add_argument("--out", default=None, help="write the result to this file")
     sql.set_defaults(func=_cmd_sql)
+
+    proposals = sub.add_parser("proposals", help="recall and average recall of object proposals (Hosang et al.)")
+    proposals.add_argument("--gt", required=True, help="COCO ground-truth JSON")
+    proposals.add_argument("--proposals", required=True,
+                           help="COCO result JSON, JSON Lines, Parquet or CSV (image_id, x1, y1, x2, y2[, score]) "
+                                "or a folder of per-image .npz files (boxes[, scores])")
+    proposals.add_argument("--protocol", choices=["hosang", "best-overlap", "coco"], default="hosang",
+                           help="hosang: greedy one-to-one matching per budget; best-overlap: best IoU of each "
+                                "ground truth (ABO); coco: pycocotools with useCats=0 and maxDets = the budgets")
+    proposals.add_argument("--budgets", type=int, nargs="+", default=list(HOSANG_BUDGETS), metavar="N",
+                           help="proposals per image (default: round(10^(0:0.5:4)))")
+    proposals.add_argument("--iou", type=float, nargs="+", default=[0.5, 0.7], metavar="T",
+                           help="IoU thresholds of the recall-vs-budget tables (default: 0.5 0.7)")
+    proposals.add_argument("--aggregation", choices=["instances", "images"], default="instances",
+                           help="pool all annotations (Hosang et al.) or average per-image recall (Wang et al.)")
+    proposals.add_argument("--ordering", choices=ORDERINGS, default="score-desc",
+                           help="how each image's proposals are ranked before the top-N cut")
+    proposals.add_argument("--seed", type=int, default=0, help="seed of --ordering random")
+    proposals.add_argument("--no-dedup", action="store_true",
+                           help="keep duplicate boxes (by default they are removed after ordering, as the toolbox)")
+    proposals.add_argument("--box-convention", choices=BOX_CONVENTIONS, default="continuous",
+                           help="pixel-inclusive: x1 y1 x2 y2 are 1-based inclusive pixels (VOC, the toolbox)")
+    proposals.add_argument("--keep-crowd", action="store_true", help="count crowd annotations (dropped by default)")
+    proposals.add_argument("--exclude-difficult", action="store_true",
+                           help="drop ground truth marked difficult (included by default, as Hosang et al.)")
+    proposals.add_argument("--store", default=None, help="keep the store here (default: a temporary folder)")
+    proposals.add_argument("--run", default=api.DEFAULT_PROPOSAL_RUN, help="name of the proposal run")
+    proposals.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    proposals.add_argument("--shards", type=int, default=None)
+    proposals.add_argument("--scheduler", choices=SCHEDULERS, default="threads")
+    proposals.add_argument("--workers", type=int, default=None)
+    proposals.add_argument("--address", default=None)
+    proposals.add_argument("--json", action="store_true", help="print one JSON object")
+    _run_args(proposals)
+    proposals.set_defaults(func=_cmd_proposals)
 
     demo = sub.add_parser("demo", help="run the whole pipeline on the bundled COCO sample")
     demo.add_argument("--store", default=None, help="where to write the demo store (default: a new temporary folder)")

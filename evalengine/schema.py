@@ -55,6 +55,42 @@ RUNS = {
     "n_detections": pl.Int64,
 }
 
+# a proposal as read: 1-based position in the source, the score and category if given (null otherwise; the
+# category is not used by the recall protocols, only by the coco protocol's pycocotools order)
+PROPOSALS_RAW = {
+    "image_id": pl.Int64,
+    "proposal_id": pl.Int64,
+    "score": pl.Float64,
+    "category_id": pl.Int64,
+    **BOX,
+}
+
+# a stored proposal run: ``rank`` is the 1-based position in the image after ordering and de-duplication
+# (null for a duplicate, which is kept but never evaluated); rows are sorted by (image_id, rank)
+PROPOSALS = {**PROPOSALS_RAW, "rank": pl.Int32}
+
+# the proposal match table (Hosang et al.): one row per (evaluated ground truth, budget)
+PROPOSAL_GT_MATCHES = {
+    "image_id": pl.Int64,
+    "gt_id": pl.Int64,
+    "category_id": pl.Int64,
+    "budget": pl.Int32,
+    # IoU with the partner of the greedy one-to-one matching of the top-``budget`` proposals (0 if none)
+    "iou": pl.Float64,
+    "matched_rank": pl.Int32,
+    # best IoU over the top-``budget`` proposals, one proposal may serve several ground truths
+    "best_iou": pl.Float64,
+    "best_rank": pl.Int32,
+}
+
+# proposals evaluated per image and budget: min(budget, ranked proposals of the image)
+PROPOSAL_IMAGE_COUNTS = {
+    "image_id": pl.Int64,
+    "budget": pl.Int32,
+    "n_proposals": pl.Int32,
+}
+
+
 def dt_matches_schema(n_areas: int, n_thresholds: int) -> dict:
     """One row per evaluated detection. ``tp_bits[a]`` / ``ignored_bits[a]`` hold bit ``t`` set when the
     detection is a true positive / ignored at IoU threshold ``t`` in area range ``a``; a false positive is

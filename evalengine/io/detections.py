@@ -70,7 +70,7 @@ def _columns(path: Path, names) -> list:
 def _raw_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
     kind = _format(path)
     if kind == ".json":
-        yield from _parsed_in_parallel(path)
+        yield from parsed_in_parallel(path, RESULT_FIELDS)
     elif kind == ".parquet":
         try:
             file = pq.ParquetFile(path)
@@ -88,15 +88,15 @@ def _raw_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
             raise InputError(f"{path}: not a valid JSON Lines detection file ({str(exc).splitlines()[0]})") from exc
 
 
-def _parsed_in_parallel(path: Path) -> Iterator[pl.DataFrame]:
-    """The chunks of a COCO result file, parsed on all cores (Polars releases the GIL), in file order.
+def parsed_in_parallel(path: Path, fields: dict) -> Iterator[pl.DataFrame]:
+    """The chunks of a COCO result file (its ``fields``), parsed on all cores (Polars releases the GIL), in file order.
 
     At most one chunk per core is held at once, so memory stays bounded by the chunk size."""
     workers = os.cpu_count() or 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending = deque()
         for offset, text in json_list_chunks(path):
-            pending.append(pool.submit(read_json, path, RESULT_FIELDS, text, offset))
+            pending.append(pool.submit(read_json, path, fields, text, offset))
             if len(pending) >= workers:
                 yield pending.popleft().result()
         while pending:

@@ -8,6 +8,7 @@
     STORE/runs/part-0.parquet
     STORE/gt/shard=k/part-0.parquet
     STORE/dt/run=R/shard=k/part-0.parquet
+    STORE/proposals/run=R/shard=k/part-0.parquet        (proposal runs, ranked; see store.ranking)
     STORE/matches/protocol=P/run=R/{dt,gt}/shard=k/part-0.parquet  (+ protocol.json)
 
 Every write goes to a temporary folder beside its target and is renamed into place, so a failed
@@ -30,6 +31,7 @@ import pyarrow.parquet as pq
 
 from evalengine import __version__, schema
 from evalengine.errors import StoreError
+from evalengine.store.ranking import ProposalOrder, rank_proposals
 from evalengine.store.sharding import shard_of
 
 MANIFEST = "manifest.json"
@@ -132,6 +134,19 @@ class StoreLayout:
     def dt_shard(self, run: str, k: int) -> Path:
         return self.root / "dt" / f"run={run}" / f"shard={k}" / PART
 
+    @property
+    def proposal_runs(self) -> dict:
+        """Proposal run name → its ordering, de-duplication and box convention."""
+        return dict(self.manifest.get("proposal_runs", {}))
+
+    def proposal_shard(self, run: str, k: int) -> Path:
+        return self.root / "proposals" / f"run={run}" / f"shard={k}" / PART
+
+    def check_proposal_run(self, run: str) -> None:
+        if run not in self.proposal_runs:
+            raise StoreError(f"{self.root}: no proposal run '{run}' "
+                             f"(proposal runs: {', '.join(sorted(self.proposal_runs)) or 'none'})")
+
     def matches_dir(self, protocol_key: str, run: str) -> Path:
         return self.root / "matches" / f"protocol={protocol_key}" / f"run={run}"
 
@@ -141,12 +156,17 @@ class StoreLayout:
 
 
 def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False,
-                 progress=None):
+                 progress=None, proposal_runs: dict | None = None):
     """Write a new store atomically.
 
     ``runs`` maps a run name to an iterable of detection frames (schema :data:`evalengine.schema.DT`),
-    which are sharded and written as they come. ``progress(n_rows)`` is called after each frame.
+    which are sharded and written as they come. ``proposal_runs`` maps a run name to a
+    :class:`ProposalRun`. ``progress(n_rows)`` is called after each frame.
     """
+    proposal_runs = proposal_runs or {}
+    clash = set(runs) & set(proposal_runs)
+    if clash:
+        raise StoreError(f"{path}: run name(s) {', '.join(sorted(clash))} used for both detections and proposals")
     if n_shards < 1:
         raise StoreError(f"n_shards must be >= 1, got {n_shards}")
     path = Path(path)
@@ -161,6 +181,11 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
             _run_row(run, _write_run(tmp / "dt" / f"run={run}", batches, n_shards, progress), provenance)
             for run, batches in runs.items()
         ]
+        run_rows += [
+            _run_row(run, _write_proposal_run(tmp / "proposals" / f"run={run}", proposal, n_shards, progress),
+                     provenance, kind="proposals")
+            for run, proposal in proposal_runs.items()
+        ]
         _write(pl.DataFrame(run_rows, schema=schema.RUNS), tmp / "runs")
         manifest = {
             "schema_version": schema.SCHEMA_VERSION,
@@ -168,6 +193,7 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "n_shards": n_shards,
             "runs": sorted(runs),
+            "proposal_runs": {run: proposal.description() for run, proposal in sorted(proposal_runs.items())},
             "provenance": {k: str(v) for k, v in (provenance or {}).items()},
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
@@ -183,9 +209,37 @@ def _write_run(folder: Path, batches, n_shards: int, progress) -> int:
     return writer.close()
 
 
-def _run_row(run: str, n_detections: int, provenance) -> dict:
-    return {"run": run, "kind": "detections", "source": str((provenance or {}).get(run, "")),
-            "n_detections": n_detections}
+@dataclass(frozen=True)
+class ProposalRun:
+    """A proposal run to write: its validated batches (schema :data:`evalengine.schema.PROPOSALS_RAW`),
+    how it is ranked, and the box convention its source used (recorded, boxes are stored continuous)."""
+
+    batches: object
+    order: ProposalOrder = ProposalOrder()
+    box_convention: str = "continuous"
+
+    def description(self) -> dict:
+        return {**self.order.description(), "box_convention": self.box_convention}
+
+
+def _write_proposal_run(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
+    """Shard the proposals as they come, then rank each shard (an image's proposals are all in one shard)."""
+    raw = folder / ".raw"
+    writer = ShardWriter(raw, n_shards, schema.PROPOSALS_RAW)
+    for batch in proposal.batches:
+        writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
+        if progress:
+            progress(batch.height)
+    n_proposals = writer.close()
+    for k in range(n_shards):
+        ranked = rank_proposals(pl.read_parquet(raw / f"shard={k}" / PART), proposal.order, source=str(folder))
+        _write(ranked, folder / f"shard={k}")
+    shutil.rmtree(raw)
+    return n_proposals
+
+
+def _run_row(run: str, n_rows: int, provenance, kind: str = "detections") -> dict:
+    return {"run": run, "kind": kind, "source": str((provenance or {}).get(run, "")), "n_detections": n_rows}
 
 
 def _replace_file(target: Path, write) -> None:
@@ -204,17 +258,38 @@ def add_run(layout: StoreLayout, run: str, batches, provenance=None, overwrite: 
     The run's shards are written to a temporary folder and renamed into place; then the runs table and
     the manifest are each replaced through a temporary file. One writer at a time per store.
     """
-    if run in layout.manifest["runs"] and not overwrite:
-        raise StoreError(f"{layout.root}: run '{run}' already exists (pass overwrite to replace it)")
+    _check_new_run(layout, run, overwrite, taken=layout.proposal_runs)
     with atomic_folder(layout.root / "dt" / f"run={run}", overwrite=overwrite) as tmp:
         n_detections = _write_run(tmp, batches, layout.n_shards, progress)
-    stale = layout.root / "matches"
-    for folder in stale.glob(f"*/run={run}"):  # match tables of a replaced run no longer hold
+    manifest = dict(layout.manifest, runs=sorted(set(layout.manifest["runs"]) | {run}))
+    return _register_run(layout, _run_row(run, n_detections, provenance), manifest, provenance)
+
+
+def add_proposal_run(layout: StoreLayout, run: str, proposal: ProposalRun, provenance=None, overwrite: bool = False,
+                     progress=None):
+    """Add (or, with ``overwrite``, replace) a proposal run of an existing store, atomically as :func:`add_run`."""
+    _check_new_run(layout, run, overwrite, taken=layout.runs)
+    with atomic_folder(layout.root / "proposals" / f"run={run}", overwrite=overwrite) as tmp:
+        n_proposals = _write_proposal_run(tmp, proposal, layout.n_shards, progress)
+    manifest = dict(layout.manifest, proposal_runs={**layout.proposal_runs, run: proposal.description()})
+    return _register_run(layout, _run_row(run, n_proposals, provenance, kind="proposals"), manifest, provenance)
+
+
+def _check_new_run(layout: StoreLayout, run: str, overwrite: bool, taken) -> None:
+    if run in taken:
+        raise StoreError(f"{layout.root}: run name '{run}' is taken by a run of the other kind")
+    if (run in layout.runs or run in layout.proposal_runs) and not overwrite:
+        raise StoreError(f"{layout.root}: run '{run}' already exists (pass overwrite to replace it)")
+
+
+def _register_run(layout: StoreLayout, row: dict, manifest: dict, provenance) -> StoreLayout:
+    """Drop the stale match tables of a (re)written run, then replace the runs table and the manifest."""
+    run = row["run"]
+    for folder in (layout.root / "matches").glob(f"*/run={run}"):  # match tables of a replaced run no longer hold
         shutil.rmtree(folder)
     runs = pl.read_parquet(layout.table("runs")).filter(pl.col("run") != run)
-    runs = pl.concat([runs, pl.DataFrame([_run_row(run, n_detections, provenance)], schema=schema.RUNS)])
+    runs = pl.concat([runs, pl.DataFrame([row], schema=schema.RUNS)])
     _replace_file(layout.table("runs"), runs.write_parquet)
-    manifest = dict(layout.manifest, runs=sorted(set(layout.manifest["runs"]) | {run}))
     manifest["provenance"] = dict(manifest.get("provenance", {}), **{k: str(v) for k, v in (provenance or {}).items()})
     _replace_file(layout.root / MANIFEST, lambda p: p.write_text(json.dumps(manifest, indent=2)))
     return open_layout(layout.root)

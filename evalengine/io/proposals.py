@@ -1,0 +1,151 @@
+"""Object-proposal files: class-agnostic boxes per image, with a score or in a given order.
+
+Formats (by extension):
+
+- ``.json``: a COCO result file (``image_id``, ``bbox`` ``[x, y, w, h]``, optional ``score``), parsed in
+  chunks of whole objects;
+- ``.jsonl`` / ``.ndjson``, ``.parquet``, ``.csv``: columns ``image_id`` and either ``x1, y1, x2, y2`` or
+  ``bbox`` ``[x, y, w, h]``, optional ``score``;
+
+A ``category_id``, if present, is kept but proposals are class-agnostic: only the ``coco`` protocol reads it,
+to order tied scores as pycocotools does with ``useCats=0``.
+- a folder of ``.npz`` files, one per image, named by image id (or by the image's ``file_name`` stem),
+  each with ``boxes`` (n×4, ``x1, y1, x2, y2``) and optionally ``scores``.
+
+``proposal_id`` is the 1-based position in the source (files of a folder in name order), so the given
+order is kept. Boxes are stored as continuous ``x, y, w, h``; ``box_convention="pixel-inclusive"``
+reads 1-based inclusive pixel boxes (PASCAL VOC, Hosang's toolbox) as ``x = x1 - 1, w = x2 - x1 + 1``,
+under which the toolbox's "+1" IoU equals the continuous IoU.
+"""
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+
+from evalengine import schema
+from evalengine.errors import InputError
+from evalengine.io.coco import RESULT_FIELDS
+from evalengine.io.detections import BATCH_ROWS, parsed_in_parallel
+from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, require, split_bbox
+
+FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".csv")
+BOX_CONVENTIONS = ("continuous", "pixel-inclusive")
+CORNERS = ("x1", "y1", "x2", "y2")
+
+
+def _columns(path: Path, names) -> list:
+    names = list(names)
+    if "bbox" in names:
+        box = ["bbox"]
+    elif all(c in names for c in CORNERS):
+        box = list(CORNERS)
+    else:
+        raise InputError(f"{path}: expected columns x1, y1, x2, y2 or bbox (found {', '.join(names)})")
+    if "image_id" not in names:
+        raise InputError(f"{path}: missing column image_id (found {', '.join(names)})")
+    return ["image_id", *box, *[c for c in ("score", "category_id") if c in names]]
+
+
+def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(f"{path}: unknown proposal format '{suffix}' (expected one of {', '.join(FORMATS)} "
+                         "or a folder of .npz files)")
+    try:
+        if suffix == ".json":
+            yield from parsed_in_parallel(path, RESULT_FIELDS)
+        elif suffix == ".parquet":
+            file = pq.ParquetFile(path)
+            columns = _columns(path, file.schema_arrow.names)
+            for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
+                yield pl.from_arrow(batch)
+        else:
+            lazy = (pl.scan_csv(path) if suffix == ".csv" else pl.scan_ndjson(path, infer_schema_length=1000))
+            columns = _columns(path, lazy.collect_schema().names())
+            yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise InputError(f"{path}: not a readable proposal file ({str(exc).splitlines()[0]})") from exc
+
+
+def _npz_batches(folder: Path, images: pl.DataFrame) -> Iterator[pl.DataFrame]:
+    files = sorted(folder.glob("*.npz"))
+    if not files:
+        raise InputError(f"{folder}: a proposal folder must hold one .npz file per image (none found)")
+    by_stem = {}
+    if "file_name" in images.columns:
+        for image_id, name in images.select("image_id", "file_name").drop_nulls().iter_rows():
+            by_stem[Path(name).stem] = image_id
+    known = set(images.get_column("image_id").to_list())
+    for file in files:
+        stem = file.stem
+        image_id = int(stem) if stem.lstrip("-").isdigit() and int(stem) in known else by_stem.get(stem)
+        if image_id is None:
+            raise InputError(f"{file}: no image with id or file name '{stem}' in the ground truth")
+        try:
+            with np.load(file) as data:
+                boxes = np.asarray(data["boxes"], dtype=np.float64)
+                scores = np.asarray(data["scores"], dtype=np.float64) if "scores" in data else None
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputError(f"{file}: not a proposal .npz with an array 'boxes' ({exc})") from exc
+        if boxes.ndim != 2 or boxes.shape[1] != 4:
+            raise InputError(f"{file}: 'boxes' must have shape (n, 4) as x1, y1, x2, y2, got {boxes.shape}")
+        if scores is not None and scores.shape != (boxes.shape[0],):
+            raise InputError(f"{file}: 'scores' must have shape ({boxes.shape[0]},), got {scores.shape}")
+        frame = pl.DataFrame({"image_id": np.full(boxes.shape[0], image_id, np.int64),
+                              **{c: boxes[:, i] for i, c in enumerate(CORNERS)}})
+        yield frame.with_columns(pl.Series("score", scores, dtype=pl.Float64)) if scores is not None else frame
+
+
+def _normalise(raw: pl.DataFrame, path: Path, offset: int, image_ids: pl.Series, box_convention: str) -> pl.DataFrame:
+    """Validate one batch and bring it to :data:`evalengine.schema.PROPOSALS_RAW`."""
+    frame = raw.with_row_index("proposal_id", offset=offset + 1).with_columns(pl.col("proposal_id").cast(pl.Int64))
+    row = pl.col("proposal_id") - 1
+    what = "proposal at position"
+    require(frame, [c for c in ("image_id", "bbox", *CORNERS) if c in frame.columns], path, what, row)
+    if "bbox" in frame.columns:
+        frame = split_bbox(frame.with_columns(pl.col("bbox").cast(pl.List(pl.Float64))), path, what, row)
+        inclusive = 0.0
+    else:
+        frame = frame.with_columns(pl.col(CORNERS).cast(pl.Float64))
+        inclusive = 1.0 if box_convention == "pixel-inclusive" else 0.0
+        frame = frame.with_columns(x=pl.col("x1"), y=pl.col("y1"), w=pl.col("x2") - pl.col("x1") + inclusive,
+                                   h=pl.col("y2") - pl.col("y1") + inclusive)
+    if box_convention == "pixel-inclusive":
+        frame = frame.with_columns(pl.col("x", "y") - 1.0)
+    frame = frame.with_columns([pl.lit(None, dtype=schema.PROPOSALS_RAW[c]).alias(c)
+                                for c in ("score", "category_id") if c not in frame.columns])
+    try:
+        frame = frame.with_columns(pl.col("image_id", "category_id").cast(pl.Int64),
+                                   pl.col("score", *BOX_COLUMNS).cast(pl.Float64))
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: image_id must be an integer, score and boxes numbers ({exc})") from exc
+    check_boxes(frame, path, what, row)
+    bad = frame.filter(pl.col("score").is_not_null() & ~pl.col("score").is_finite())
+    if bad.height:
+        raise InputError(f"{path}: {what} {listed(bad.select(row).to_series())}: 'score' is not finite")
+    unknown = frame.filter(~pl.col("image_id").is_in(image_ids.implode()))
+    if unknown.height:
+        raise InputError(f"{path}: image_id {listed(unknown.get_column('image_id').unique().sort())} "
+                         "not in the ground truth's images")
+    return frame.select(list(schema.PROPOSALS_RAW)).cast(schema.PROPOSALS_RAW)
+
+
+def iter_proposals(path, images: pl.DataFrame, box_convention: str = "continuous",
+                   batch_rows: int = BATCH_ROWS) -> Iterator[pl.DataFrame]:
+    """Validated proposal batches (schema :data:`evalengine.schema.PROPOSALS_RAW`) of a file or .npz folder."""
+    if box_convention not in BOX_CONVENTIONS:
+        raise InputError(f"box_convention must be one of {BOX_CONVENTIONS}, got {box_convention!r}")
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file or folder")
+    raw_batches = _npz_batches(path, images) if path.is_dir() else _file_batches(path, batch_rows)
+    image_ids = images.get_column("image_id")
+    n_rows = 0
+    for raw in raw_batches:
+        yield _normalise(raw, path, n_rows, image_ids, box_convention)
+        n_rows += raw.height
+    if n_rows == 0:
+        raise InputError(f"{path}: no proposals")

@@ -1,0 +1,144 @@
+"""Proposal recall, average recall and best overlap as queries over the proposal match table.
+
+Hosang et al. (TPAMI 2016): recall at IoU threshold t with N proposals is the fraction of ground truths whose
+greedy partner among the top N has IoU >= t, pooled over all annotations (``aggregation="instances"``);
+AR = 2∫_{0.5}^{1} recall(t) dt, which for a fixed matching is exactly 2·mean(max(IoU − 0.5, 0)) (App. A);
+the x-axis of every "vs #proposals" curve is the mean actual number of proposals per image.
+Wang et al. ("Insights of object proposal evaluation", Eq. 2) average per-image recall instead
+(``aggregation="images"``, over images with at least one evaluated ground truth) with non-exclusive hits
+(``matcher="best"``). Every output carries the matcher and the aggregation it used.
+"""
+
+import numpy as np
+import polars as pl
+
+from evalengine.errors import ProtocolError
+
+MATCHERS = {"greedy": "iou", "best": "best_iou"}
+AGGREGATIONS = ("instances", "images")
+# Hosang et al. §1.6 / the toolbox's size bins: sqrt(box area / image area) in steps of 0.1, the last open
+SIZE_BIN_EDGES = tuple(round(0.1 * k, 1) for k in range(1, 10))
+
+
+def _iou_column(matcher: str) -> pl.Expr:
+    if matcher not in MATCHERS:
+        raise ProtocolError(f"matcher must be one of {tuple(MATCHERS)}, got {matcher!r}")
+    return pl.col(MATCHERS[matcher])
+
+
+def _aggregate(frame: pl.LazyFrame, values: dict, by: list, aggregation: str) -> pl.LazyFrame:
+    """Mean of each expression in ``values`` per ``by`` group, over annotations or over images."""
+    if aggregation not in AGGREGATIONS:
+        raise ProtocolError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    if aggregation == "instances":
+        out = frame.group_by(by).agg([expr.mean().alias(name) for name, expr in values.items()])
+    else:
+        per_image = frame.group_by([*by, "image_id"]).agg([expr.mean().alias(name) for name, expr in values.items()])
+        out = per_image.group_by(by).agg([pl.col(name).mean() for name in values])
+    return out
+
+
+def mean_proposals(image_counts: pl.LazyFrame, n_images: int, budgets) -> pl.LazyFrame:
+    """Mean number of proposals actually evaluated per image at each budget, over all ``n_images`` images
+    (an image without proposals counts 0)."""
+    sums = image_counts.group_by("budget").agg(pl.col("n_proposals").sum().alias("total"))
+    return (pl.LazyFrame({"budget": list(budgets)}, schema={"budget": pl.Int32})
+            .join(sums, on="budget", how="left")
+            .select("budget", (pl.col("total").fill_null(0) / max(n_images, 1)).alias("mean_proposals")))
+
+
+def recall(gt_matches: pl.LazyFrame, iou_thresholds, matcher: str = "greedy", aggregation: str = "instances",
+           by=()) -> pl.LazyFrame:
+    """Recall at each (budget, IoU threshold), optionally per ``by`` columns (e.g. ``category_id``)."""
+    iou = _iou_column(matcher)
+    values = {f"recall@{i}": (iou >= float(t)).cast(pl.Float64) for i, t in enumerate(iou_thresholds)}
+    wide = _aggregate(gt_matches, values, ["budget", *by], aggregation)
+    long = wide.unpivot(index=["budget", *by], variable_name="_t", value_name="recall")
+    thresholds = pl.LazyFrame({"_t": list(values), "iou_threshold": [float(t) for t in iou_thresholds]})
+    return (long.join(thresholds, on="_t").drop("_t")
+            .with_columns(matcher=pl.lit(matcher), aggregation=pl.lit(aggregation))
+            .sort("budget", *by, "iou_threshold"))
+
+
+def average_recall(gt_matches: pl.LazyFrame, matcher: str = "greedy", aggregation: str = "instances",
+                   iou_range=(0.5, 1.0), by=()) -> pl.LazyFrame:
+    """Exact AR over ``iou_range`` [a, b]: (1/(b−a))∫_a^b recall(t) dt = mean(clip(IoU, a, b) − a)/(b − a)
+    (Hosang et al. App. A; [0.5, 1] gives their AR, [0.5, 0.7] the §5.4 variant as an integral)."""
+    lo, hi = (float(v) for v in iou_range)
+    if not 0.0 <= lo < hi <= 1.0:
+        raise ProtocolError(f"iou_range must satisfy 0 <= a < b <= 1, got {iou_range}")
+    value = (_iou_column(matcher).clip(lo, hi) - lo) / (hi - lo)
+    return (_aggregate(gt_matches, {"ar": value}, ["budget", *by], aggregation)
+            .with_columns(matcher=pl.lit(matcher), aggregation=pl.lit(aggregation))
+            .sort("budget", *by))
+
+
+def recall_curve_ar(recall_values: np.ndarray, thresholds: np.ndarray, lo: float = 0.5, hi: float = 1.0) -> float:
+    """AR from a sampled recall-vs-IoU curve by the trapezoid rule over [lo, hi] (the toolbox integrates
+    its 0.001-grid curve this way: ``AR = 2 * 0.001 * trapz(recall(overlap >= 0.5))``)."""
+    thresholds, recall_values = np.asarray(thresholds, float), np.asarray(recall_values, float)
+    keep = (thresholds >= lo) & (thresholds <= hi)
+    t, r = thresholds[keep], recall_values[keep]
+    return float(np.sum((t[1:] - t[:-1]) * (r[1:] + r[:-1]) / 2.0) / (hi - lo))
+
+
+def toolbox_grid() -> np.ndarray:
+    """The toolbox's IoU grid ``0:0.001:1`` as exact decimals."""
+    return np.arange(1001) / 1000.0
+
+
+def average_recall_trapezoid(gt_matches: pl.LazyFrame, matcher: str = "greedy", by=()) -> pl.LazyFrame:
+    """The toolbox's AR: recall on the 0.001 grid (``count / (n + eps)``), trapezoid over [0.5, 1] (times 2)."""
+    grid = toolbox_grid()
+    table = recall(gt_matches, grid[grid >= 0.5], matcher=matcher, by=by).collect()
+    n = gt_matches.group_by("budget", *by).len("n").collect()
+    table = table.join(n, on=["budget", *by]).with_columns(
+        # the toolbox divides by (num_pos + eps): recall * n / (n + eps)
+        (pl.col("recall") * pl.col("n") / (pl.col("n") + np.spacing(1))).alias("recall"))
+    rows = []
+    for key, group in table.group_by(["budget", *by], maintain_order=True):
+        group = group.sort("iou_threshold")
+        rows.append({**dict(zip(["budget", *by], key)),
+                     "ar": recall_curve_ar(group.get_column("recall").to_numpy(),
+                                           group.get_column("iou_threshold").to_numpy())})
+    return pl.LazyFrame(rows).with_columns(matcher=pl.lit(matcher), aggregation=pl.lit("instances")).sort("budget", *by)
+
+
+def average_recall_grid(gt_matches: pl.LazyFrame, iou_thresholds, matcher: str = "greedy",
+                        aggregation: str = "instances", by=()) -> pl.LazyFrame:
+    """AR as the plain mean of recall at given thresholds: the toolbox's 9-point AR over 0.5–0.7 (§5.4), or
+    Wang et al.'s right Riemann sum {0.5 + 0.5k/n, k = 1..n} (Eq. 3)."""
+    return (recall(gt_matches, iou_thresholds, matcher, aggregation, by)
+            .group_by("budget", *by, "matcher", "aggregation").agg(pl.col("recall").mean().alias("ar"))
+            .sort("budget", *by))
+
+
+def wang_thresholds(n: int) -> list:
+    """Wang et al. Eq. 3's thresholds: 0.5 + 0.5k/n for k = 1..n (a right Riemann sum)."""
+    return [0.5 + 0.5 * k / n for k in range(1, n + 1)]
+
+
+def volume_under_surface(ar_by_budget: pl.DataFrame) -> float:
+    """VUS-like summary (Hosang et al. App. A mention it without a normalisation): the mean of AR over
+    log10(budget), trapezoid rule between the budgets, i.e. (1/log-range)∫∫ 2·recall(t, N) dt dlogN."""
+    table = ar_by_budget.sort("budget")
+    x = np.log10(table.get_column("budget").to_numpy().astype(float))
+    y = table.get_column("ar").to_numpy()
+    if len(x) < 2:
+        return float(y[0]) if len(y) else float("nan")
+    return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2.0) / (x[-1] - x[0]))
+
+
+def with_size_bin(gt_matches: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFrame) -> pl.LazyFrame:
+    """Add ``size_bin`` 0–9: sqrt(box area / image area) in Hosang et al.'s ten bins of 0.1 (the last open)."""
+    relative = (pl.col("w") * pl.col("h") / (pl.col("width") * pl.col("height"))).sqrt()
+    sizes = (gt.select("gt_id", "image_id", "w", "h").join(images.select("image_id", "width", "height"), on="image_id")
+             .select("gt_id", relative.cut(list(SIZE_BIN_EDGES), left_closed=True).to_physical().cast(pl.Int32)
+                     .alias("size_bin")))
+    return gt_matches.join(sizes, on="gt_id", how="left")
+
+
+def best_overlap(gt_matches: pl.LazyFrame, by=()) -> pl.LazyFrame:
+    """ABO: the mean over ground truths of the best IoU over the top-N (non-exclusive), per budget."""
+    return (gt_matches.group_by("budget", *by).agg(pl.col("best_iou").mean().alias("abo"))
+            .sort("budget", *by))

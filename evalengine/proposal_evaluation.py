@@ -1,0 +1,164 @@
+"""A matched proposal run: recall, AR, best overlap and their slices as Polars frames (Hosang et al.; Wang et al.)."""
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import polars as pl
+
+from evalengine.errors import ProtocolError
+from evalengine.match.proposals import ProposalProtocol, image_counts
+from evalengine.metrics import recall as recall_metrics
+from evalengine.metrics.ap import ap_table
+from evalengine.metrics.summary import STAT_NAMES, summary_stats
+
+BY = ("category_id", "size_bin")
+
+
+@dataclass(frozen=True)
+class ProposalEvaluation:
+    """The proposal match table of one run (``gt`` one row per ground truth and budget, ``images`` the
+    proposals evaluated per image) and every recall metric as a query over it."""
+
+    store: object
+    run: str
+    protocol: ProposalProtocol
+    matches_dir: Path
+
+    def gt_matches(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.matches_dir / "gt" / "**" / "*.parquet", hive_partitioning=True)
+
+    def image_counts(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.matches_dir / "images" / "**" / "*.parquet", hive_partitioning=True)
+
+    @cached_property
+    def n_images(self) -> int:
+        return self.store.images().select(pl.len()).collect().item()
+
+    def _matches(self, by) -> pl.LazyFrame:
+        unknown = set(by) - set(BY)
+        if unknown:
+            raise ProtocolError(f"by: slices are {BY}, got {sorted(unknown)}")
+        frame = self.gt_matches()
+        if "size_bin" in by:
+            frame = recall_metrics.with_size_bin(frame, self.store.gt(), self.store.images())
+        return frame
+
+    def mean_proposals(self) -> pl.DataFrame:
+        """Mean number of proposals actually evaluated per image, per budget (the x-axis of Hosang et al.)."""
+        return recall_metrics.mean_proposals(self.image_counts(), self.n_images, self.protocol.budgets).collect()
+
+    def _with_budget_axis(self, table: pl.LazyFrame) -> pl.DataFrame:
+        return table.join(self.mean_proposals().lazy(), on="budget", how="left", maintain_order="left").collect()
+
+    def recall(self, iou_thresholds=(0.5, 0.7), matcher: str = "greedy", aggregation: str = "instances",
+               by=()) -> pl.DataFrame:
+        """Recall per (budget, IoU threshold[, slice]): recall vs #proposals, or vs IoU for a fine threshold grid."""
+        table = recall_metrics.recall(self._matches(by), iou_thresholds, matcher, aggregation, list(by))
+        return self._with_budget_axis(table)
+
+    def recall_iou_curve(self, iou_thresholds=None, matcher: str = "greedy", aggregation: str = "instances") -> pl.DataFrame:
+        """Recall vs IoU threshold at every budget, on the toolbox's 0.001 grid over [0.5, 1] by default."""
+        if iou_thresholds is None:
+            grid = recall_metrics.toolbox_grid()
+            iou_thresholds = grid[grid >= 0.5]
+        return self.recall(iou_thresholds, matcher, aggregation)
+
+    def average_recall(self, method: str = "exact", iou_range=(0.5, 1.0), iou_thresholds=None,
+                       matcher: str = "greedy", aggregation: str = "instances", by=()) -> pl.DataFrame:
+        """AR per budget: ``exact`` (the integral over ``iou_range``), ``trapezoid`` (the toolbox's 0.001 grid)
+        or ``grid`` (the mean recall at ``iou_thresholds``)."""
+        frame = self._matches(by)
+        if method == "exact":
+            table = recall_metrics.average_recall(frame, matcher, aggregation, iou_range, list(by))
+        elif method == "trapezoid":
+            if aggregation != "instances":
+                raise ProtocolError("the toolbox's trapezoid AR pools instances; use method='exact' for images")
+            table = recall_metrics.average_recall_trapezoid(frame, matcher, list(by))
+        elif method == "grid":
+            if iou_thresholds is None:
+                raise ProtocolError("method='grid' needs iou_thresholds")
+            table = recall_metrics.average_recall_grid(frame, iou_thresholds, matcher, aggregation, list(by))
+        else:
+            raise ProtocolError(f"method must be 'exact', 'trapezoid' or 'grid', got {method!r}")
+        return self._with_budget_axis(table.with_columns(method=pl.lit(method)))
+
+    def best_overlap(self, by=()) -> pl.DataFrame:
+        """ABO per budget (mean best IoU over ground truths, non-exclusive) and, per category, MABO's terms."""
+        return self._with_budget_axis(recall_metrics.best_overlap(self._matches(by), list(by)))
+
+    def mabo(self) -> pl.DataFrame:
+        """MABO per budget: the mean over categories of each category's ABO (Uijlings et al.'s Selective Search)."""
+        per_class = recall_metrics.best_overlap(self.gt_matches(), ["category_id"])
+        return self._with_budget_axis(per_class.group_by("budget").agg(pl.col("abo").mean().alias("mabo")).sort("budget"))
+
+    def per_class(self, budget: int | None = None, iou_thresholds=(0.5, 0.7)) -> pl.DataFrame:
+        """AR and recall per category at one budget (default: the largest), from the class-agnostic matching."""
+        budget = self._budget(budget)
+        ar = self.average_recall(by=["category_id"]).filter(pl.col("budget") == budget)
+        rec = (self.recall(iou_thresholds, by=["category_id"]).filter(pl.col("budget") == budget)
+               .pivot("iou_threshold", index="category_id", values="recall")
+               .rename(lambda c: c if c == "category_id" else f"recall@{c}"))
+        n = self.gt_matches().filter(pl.col("budget") == budget).group_by("category_id").len("n_gt").collect()
+        return (ar.select("category_id", "ar").join(rec, on="category_id").join(n, on="category_id")
+                .join(self.store.categories().select("category_id", "name").collect(), on="category_id", how="left")
+                .sort("category_id"))
+
+    def volume_under_surface(self, matcher: str = "greedy") -> float:
+        return recall_metrics.volume_under_surface(self.average_recall(matcher=matcher))
+
+    def _budget(self, budget):
+        budget = self.protocol.budgets[-1] if budget is None else int(budget)
+        if budget not in self.protocol.budgets:
+            raise ProtocolError(f"budget {budget} was not evaluated (budgets: {list(self.protocol.budgets)})")
+        return budget
+
+    def report(self, iou_thresholds=(0.5, 0.7), matcher: str = "greedy", aggregation: str = "instances") -> dict:
+        """The CLI's JSON: one entry per budget for ``mean_proposals``, exact ``ar`` and each threshold's recall."""
+        ar = self.average_recall(matcher=matcher, aggregation=aggregation)
+        rec = self.recall(iou_thresholds, matcher=matcher, aggregation=aggregation)
+        return {
+            "protocol": self.protocol.name if matcher == "greedy" else "best-overlap",
+            "matcher": matcher,
+            "aggregation": aggregation,
+            "budgets": list(self.protocol.budgets),
+            "mean_proposals": ar.get_column("mean_proposals").to_list(),
+            "ar": ar.get_column("ar").to_list(),
+            "recall": {str(float(t)): rec.filter(pl.col("iou_threshold") == float(t)).sort("budget")
+                       .get_column("recall").to_list() for t in iou_thresholds},
+        }
+
+
+def coco_mean_proposals(store, run: str, budgets) -> pl.DataFrame:
+    """Mean proposals per image at each budget, counted from the ranked proposals (the coco protocol has no
+    proposal match table)."""
+    counts = image_counts(store.proposals(run).select("image_id", "rank").collect(), budgets)
+    n_images = store.images().select(pl.len()).collect().item()
+    return recall_metrics.mean_proposals(counts.lazy(), n_images, budgets).collect()
+
+
+def coco_report(acc, mean_proposals: pl.DataFrame, iou_thresholds) -> dict:
+    """The CLI's JSON for the ``coco`` protocol on proposals (pycocotools with ``useCats=0``, ``maxDets`` =
+    the budgets): AR@N (area all, the mean recall over the IoU thresholds), recall at each requested threshold
+    (one of the protocol's), and the 12 summary numbers."""
+    table = ap_table(acc).filter(pl.col("area_range") == "all")
+    thresholds = sorted(set(table.get_column("iou_threshold").to_list()))
+    recall_at = {}
+    for t in iou_thresholds:
+        near = [u for u in thresholds if abs(u - float(t)) < 1e-9]
+        if not near:
+            raise ProtocolError(f"IoU {t} is not one of the coco protocol's thresholds {thresholds}")
+        recall_at[str(float(t))] = (table.filter(pl.col("iou_threshold") == near[0]).sort("max_dets")
+                                    .get_column("recall").to_list())
+    ar = table.group_by("max_dets").agg(pl.col("recall").mean()).sort("max_dets")
+    return {
+        "protocol": "coco",
+        "matcher": "coco",
+        "aggregation": "instances",
+        "budgets": ar.get_column("max_dets").to_list(),
+        "mean_proposals": mean_proposals.sort("budget").get_column("mean_proposals").to_list(),
+        "ar": ar.get_column("recall").to_list(),
+        "recall": recall_at,
+        "stats": summary_stats(acc),
+        "stat_names": list(STAT_NAMES),
+    }
