@@ -1,8 +1,9 @@
 """DuckDB over a store: the views defined by the ``.sql`` files of the top-level ``sql/`` folder.
 
 The files are plain SQL with paths relative to the store; a connection sets DuckDB's
-``file_search_path`` to the store and runs them in file-name order. Views over match tables exist
-once the store has been evaluated; before that, only the input tables' views are defined.
+``file_search_path`` to the store and runs them in file-name order. A file whose first line is
+``-- requires: GLOB`` defines its views only once the store has a file matching GLOB (detections, proposals,
+a COCO or a proposal match table); any other failure is an error.
 """
 
 from importlib import resources
@@ -30,6 +31,13 @@ def _evaluated(store_path: Path) -> bool:
     return any((store_path / "matches").glob("*/*/protocol.json"))
 
 
+def _requirement_met(store_path: Path, text: str) -> bool:
+    first = text.split("\n", 1)[0]
+    if not first.startswith("-- requires:"):
+        return True
+    return any(store_path.glob(first.removeprefix("-- requires:").strip()))
+
+
 def connect(store_path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's views."""
     store_path = Path(store_path).resolve()
@@ -37,13 +45,10 @@ def connect(store_path) -> duckdb.DuckDBPyConnection:
         raise EvalEngineError(f"{store_path}: not an evalengine store (no manifest.json)")
     con = duckdb.connect()
     con.execute("SET file_search_path = '" + str(store_path).replace("'", "''") + "'")
-    evaluated = _evaluated(store_path)
     for path in view_files():
-        try:
-            con.execute(path.read_text())
-        except duckdb.Error:
-            if evaluated:
-                raise
+        text = path.read_text()
+        if _requirement_met(store_path, text):
+            con.execute(text)
     return con
 
 

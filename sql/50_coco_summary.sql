@@ -1,3 +1,4 @@
+-- requires: matches/protocol=coco*/*/protocol.json
 -- coco_summary: pycocotools' 12 numbers per run for the default COCO protocol (metric, value), with
 -- summarize()'s rules: AP looks for max dets 100, the others use the protocol's max_dets[1..3];
 -- a mean over nothing defined is -1.

@@ -30,12 +30,14 @@ def _aggregate(frame: pl.LazyFrame, values: dict, by: list, aggregation: str) ->
     """Mean of each expression in ``values`` per ``by`` group, over annotations or over images."""
     if aggregation not in AGGREGATIONS:
         raise ProtocolError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    # sorted and materialised (the optimiser drops a sort before a group-by), so that sums run in one order
+    # whatever the sharding: results are bit-identical for any shard count; the frame is one row per GT × budget
+    frame = frame.sort("image_id", "gt_id", *by).collect().lazy()
     if aggregation == "instances":
-        out = frame.group_by(by).agg([expr.mean().alias(name) for name, expr in values.items()])
-    else:
-        per_image = frame.group_by([*by, "image_id"]).agg([expr.mean().alias(name) for name, expr in values.items()])
-        out = per_image.group_by(by).agg([pl.col(name).mean() for name in values])
-    return out
+        return frame.group_by(by, maintain_order=True).agg([expr.mean().alias(name) for name, expr in values.items()])
+    per_image = (frame.group_by([*by, "image_id"], maintain_order=True)
+                 .agg([expr.mean().alias(name) for name, expr in values.items()]))
+    return per_image.group_by(by, maintain_order=True).agg([pl.col(name).mean() for name in values])
 
 
 def mean_proposals(image_counts: pl.LazyFrame, n_images: int, budgets) -> pl.LazyFrame:
