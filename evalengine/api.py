@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from evalengine import schema
+from evalengine import baselines, schema
 from evalengine import sql as sql_views
 from evalengine.engine.matching import match_proposal_run, match_run
 from evalengine.io.coco import CocoDataset, read_coco_gt
@@ -87,6 +87,19 @@ class Store:
                                order or ProposalOrder(), box_convention)
         return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite,
                                       progress=progress))
+
+    def add_baseline(self, kind: str, per_image: int, run: str | None = None, params: dict | None = None,
+                     seed: int = 0, overwrite: bool = False) -> "Store":
+        """Add a baseline proposal run (Hosang et al. §2.4) generated for every image of the store; Uniform and
+        Gaussian are fitted on the store's ground truth unless ``params`` are given."""
+        images = self.images().collect()
+        if params is None and kind in ("uniform", "gaussian"):
+            fit = baselines.fit_uniform if kind == "uniform" else baselines.fit_gaussian
+            params = fit(self.gt().collect(), images)
+        run = run or kind
+        proposal = ProposalRun(baselines.generate(kind, images, per_image, params, seed), ProposalOrder("given"))
+        return Store(add_proposal_run(self.layout, run, proposal, overwrite=overwrite,
+                                      provenance={run: f"baseline {kind}, {per_image} per image, seed {seed}"}))
 
     def evaluate_proposals(self, run: str = DEFAULT_PROPOSAL_RUN, protocol: ProposalProtocol | None = None,
                            scheduler: str = "threads", address: str | None = None, on_shard_done=None,

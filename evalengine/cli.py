@@ -184,6 +184,9 @@ def _proposal_table(payload: dict) -> str:
     ar_range = "AR: mean recall over IoU .50:.05:.95" if payload["protocol"] == "coco" else "AR over IoU [0.5, 1]"
     title = f"protocol {payload['protocol']} (matcher: {payload['matcher']}, aggregation: {payload['aggregation']}; {ar_range})"
     text = title + "\n" + _table(pl.DataFrame(columns).with_columns(pl.exclude("budget").round(4)))
+    if "oma" in payload:
+        text += "\n" + _table(pl.DataFrame({"budget": payload["budgets"], **{f"OMA@{t}": v for t, v in payload["oma"].items()}})
+                              .with_columns(pl.exclude("budget").round(4)))
     if "stats" in payload:
         text += "\n" + "\n".join(f"{name:<26} {value:.4f}" for name, value in zip(payload["stat_names"], payload["stats"]))
     return text
@@ -202,7 +205,14 @@ def _evaluate_proposals(store, args, phases: Phases) -> dict:
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = store.evaluate_proposals(args.run, protocol, on_shard_done=advance, **schedule)
     matcher = "best" if args.protocol == "best-overlap" else "greedy"
-    return evaluation.report(args.iou, matcher=matcher, aggregation=args.aggregation)
+    payload = evaluation.report(args.iou, matcher=matcher, aggregation=args.aggregation)
+    if args.oma:
+        with phases.phase("oma"):
+            table = evaluation.oma(args.iou, lattice=args.lattice)
+        payload["oma"] = {str(float(t)): table.filter(table["iou_threshold"] == float(t)).sort("budget")
+                          .get_column("oma").to_list() for t in args.iou}
+        payload["oma_lattice"] = args.lattice
+    return payload
 
 
 def _cmd_proposals(args) -> str:
@@ -218,6 +228,27 @@ def _cmd_proposals(args) -> str:
     if args.store:
         payload["store"] = str(args.store)
     return _profiled(args, phases, json.dumps(payload) if args.json else _proposal_table(payload))
+
+
+def _cmd_baseline(args) -> str:
+    import polars as pl
+
+    from evalengine import baselines
+    from evalengine.io.coco import read_coco_gt
+
+    dataset = read_coco_gt(args.gt)
+    params = None
+    if args.params:
+        params = json.loads(_read_text(args.params))
+        params = params.get(f"{args.kind}_params", params)  # the toolbox's file holds both baselines
+    elif args.kind != "sliding-window":
+        fit = baselines.fit_uniform if args.kind == "uniform" else baselines.fit_gaussian
+        params = fit(dataset.gt, dataset.images)
+    frames = baselines.generate(args.kind, dataset.images, args.per_image, params, args.seed)
+    table = pl.concat(list(frames)).select("image_id", pl.col("x").alias("x1"), pl.col("y").alias("y1"),
+                                           (pl.col("x") + pl.col("w")).alias("x2"), (pl.col("y") + pl.col("h")).alias("y2"))
+    table.write_parquet(args.out)
+    return f"{args.out}: {table.height} {args.kind} proposals for {dataset.images.height} images (continuous x1 y1 x2 y2)"
 
 
 def _table(frame) -> str:
@@ -366,6 +397,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="IoU thresholds of the recall-vs-budget tables (default: 0.5 0.7)")
     proposals.add_argument("--aggregation", choices=["instances", "images"], default="instances",
                            help="pool all annotations (Hosang et al.) or average per-image recall (Wang et al.)")
+    proposals.add_argument("--oma", action="store_true",
+                           help="also Wang et al.'s OMA at each --iou (per-image, non-exclusive hits, HPRS removed)")
+    proposals.add_argument("--lattice", choices=["edges", "wang"], default="edges",
+                           help="HPRS box lattice: corners 0..W (edges, default) or 1..W as Wang et al. write it")
     proposals.add_argument("--ordering", choices=ORDERINGS, default="score-desc",
                            help="how each image's proposals are ranked before the top-N cut")
     proposals.add_argument("--seed", type=int, default=0, help="seed of --ordering random")
@@ -386,6 +421,17 @@ def build_parser() -> argparse.ArgumentParser:
     proposals.add_argument("--json", action="store_true", help="print one JSON object")
     _run_args(proposals)
     proposals.set_defaults(func=_cmd_proposals)
+
+    baseline = sub.add_parser("baseline", help="generate Uniform, Gaussian or SlidingWindow proposals (Hosang et al.)")
+    baseline.add_argument("--gt", required=True, help="COCO ground truth: the images to cover and the boxes to fit")
+    baseline.add_argument("--kind", choices=["uniform", "gaussian", "sliding-window"], required=True)
+    baseline.add_argument("--per-image", type=int, default=1000, help="proposals per image (default 1000)")
+    baseline.add_argument("--params", default=None,
+                          help="JSON of fitted parameters (ours or the toolbox's uniform_params/gaussian_params); "
+                               "default: fitted on --gt")
+    baseline.add_argument("--seed", type=int, default=0)
+    baseline.add_argument("--out", required=True, help="Parquet file of proposals (image_id, x1, y1, x2, y2)")
+    baseline.set_defaults(func=_cmd_baseline)
 
     demo = sub.add_parser("demo", help="run the whole pipeline on the bundled COCO sample")
     demo.add_argument("--store", default=None, help="where to write the demo store (default: a new temporary folder)")

@@ -8,6 +8,7 @@ import polars as pl
 
 from evalengine.errors import ProtocolError
 from evalengine.match.proposals import ProposalProtocol, image_counts
+from evalengine.metrics import oma as oma_metrics
 from evalengine.metrics import recall as recall_metrics
 from evalengine.metrics.ap import ap_table
 from evalengine.metrics.summary import STAT_NAMES, summary_stats
@@ -103,6 +104,24 @@ class ProposalEvaluation:
         return (ar.select("category_id", "ar").join(rec, on="category_id").join(n, on="category_id")
                 .join(self.store.categories().select("category_id", "name").collect(), on="category_id", how="left")
                 .sort("category_id"))
+
+    def oma(self, iou_thresholds=(0.5, 0.8), lattice: str = "edges") -> pl.DataFrame:
+        """Wang et al.'s recall and OMA per (budget, IoU threshold): per-image means, non-exclusive hits, the
+        random-sampling chance HPRS removed (Eq. 8). OMA vs budget at a threshold, or vs IoU at a budget."""
+        counts = oma_metrics.object_hit_counts(
+            recall_metrics.evaluated_gt_boxes(self.gt_matches(), self.store.gt()).collect(),
+            self.store.images().collect(), iou_thresholds, lattice)
+        table = oma_metrics.oma(self.gt_matches().collect(), self.image_counts().collect(), counts)
+        return self._with_budget_axis(table.lazy())
+
+    def average_oma(self, n_thresholds: int = 10, lattice: str = "edges") -> pl.DataFrame:
+        """AO (Eq. 9) per budget with its right Riemann sum over {0.5 + 0.5k/n, k = 1..n}; Wang et al. do not give
+        n, so it is a parameter (10 by default), as is AR's in their Eq. 3."""
+        table = self.oma(recall_metrics.wang_thresholds(n_thresholds), lattice)
+        return (table.group_by("budget", maintain_order=True)
+                .agg(pl.col("oma").mean().alias("average_oma"), pl.col("recall").mean().alias("average_recall"),
+                     pl.col("mean_proposals").first())
+                .with_columns(n_thresholds=pl.lit(n_thresholds)).sort("budget"))
 
     def volume_under_surface(self, matcher: str = "greedy") -> float:
         return recall_metrics.volume_under_surface(self.average_recall(matcher=matcher))

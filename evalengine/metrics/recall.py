@@ -140,6 +140,12 @@ def with_size_bin(gt_matches: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFra
     return gt_matches.join(sizes, on="gt_id", how="left")
 
 
+def evaluated_gt_boxes(gt_matches: pl.LazyFrame, gt: pl.LazyFrame) -> pl.LazyFrame:
+    """The boxes of the ground truths present in the match table (the protocol's crowd/difficult filters applied)."""
+    ids = gt_matches.select("gt_id").unique()
+    return gt.join(ids, on="gt_id", how="semi").select("gt_id", "image_id", "x", "y", "w", "h")
+
+
 def best_overlap(gt_matches: pl.LazyFrame, by=()) -> pl.LazyFrame:
     """ABO: the mean over ground truths of the best IoU over the top-N (non-exclusive), per budget."""
     return (gt_matches.group_by("budget", *by).agg(pl.col("best_iou").mean().alias("abo"))
