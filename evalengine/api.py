@@ -251,6 +251,15 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     return Store(layout)
 
 
+def ingest_gt(gt_json, store, n_shards: int | None = None, overwrite: bool = False) -> Store:
+    """A store with a COCO ground truth and no run yet (add detection, proposal or baseline runs to it)."""
+    dataset = read_coco_gt(gt_json)
+    layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {},
+                          n_shards=n_shards or default_shard_count(dataset.gt.height),
+                          provenance={"gt": str(gt_json)}, overwrite=overwrite)
+    return Store(layout)
+
+
 def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL_RUN,
                      order: ProposalOrder | None = None, box_convention: str = "continuous",
                      n_shards: int | None = None, overwrite: bool = False, progress=None) -> Store:

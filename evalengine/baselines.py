@@ -82,7 +82,12 @@ def _uniform(rng, n, width, height, params):
     rel_scale = draw("relative_scale", np.sqrt, np.square)
     aspect = draw("aspect_ratio", np.log2, np.exp2)
     x1, y1, x2, y2 = _boxes(rel_x, rel_y, rel_scale, aspect, width, height)
-    return np.clip(x1, 1, width), np.clip(y1, 1, height), np.clip(x2, 1, width), np.clip(y2, 1, height)
+    return _continuous(np.clip(x1, 1, width), np.clip(y1, 1, height), np.clip(x2, 1, width), np.clip(y2, 1, height))
+
+
+def _continuous(x1, y1, x2, y2):
+    """Toolbox pixel boxes (1-based, inclusive) as continuous x, y, w, h."""
+    return x1 - 1, y1 - 1, x2 - x1 + 1, y2 - y1 + 1
 
 
 def _gaussian(rng, n, width, height, params):
@@ -96,7 +101,7 @@ def _gaussian(rng, n, width, height, params):
     log_ar, sqrt_scale, rel_x, rel_y = samples[:n].T
     x1, y1, x2, y2 = _boxes(rel_x, rel_y, sqrt_scale ** 2, np.exp2(log_ar), width, height, min_side=5.0)
     shift_x, shift_y = np.maximum(1 - x1, 0), np.maximum(1 - y1, 0)  # truncation by shifting into the image
-    return x1 + shift_x, y1 + shift_y, np.minimum(x2 + shift_x, width), np.minimum(y2 + shift_y, height)
+    return _continuous(x1 + shift_x, y1 + shift_y, np.minimum(x2 + shift_x, width), np.minimum(y2 + shift_y, height))
 
 
 def _grid(extent: int, stride: float) -> np.ndarray:
@@ -111,6 +116,7 @@ def _sliding_window(rng, n, width, height, params):
     sizes = [(w, h) for w, h in BING_SIZES if w < width and h < height]
     boxes = [] if len(sizes) == len(BING_SIZES) else [(np.array([0.0]), np.array([0.0]),
                                                        np.array([float(width)]), np.array([float(height)]))]
+    # boxes are [x, y, x + w, y + h] on the grid, kept as x, y, w, h
     per_size = n // max(len(sizes), 1)
     layouts, used = [], len(boxes)
     for w, h in sizes:
@@ -130,7 +136,7 @@ def _sliding_window(rng, n, width, height, params):
     for w, h, stride in layouts:
         xs, ys = np.meshgrid(_grid(width - w, stride), _grid(height - h, stride))
         xs, ys = xs.reshape(-1), ys.reshape(-1)
-        boxes.append((xs, ys, xs + w, ys + h))
+        boxes.append((xs, ys, np.full(xs.shape, float(w)), np.full(ys.shape, float(h))))
     return tuple(np.concatenate([b[i] for b in boxes])[:n] for i in range(4))
 
 
@@ -154,15 +160,11 @@ def generate(kind: str, images: pl.DataFrame, per_image: int, params: dict | Non
         parts = []
         for image_id, width, height in batch.iter_rows():
             rng = np.random.default_rng([seed, image_id])
-            x1, y1, x2, y2 = _GENERATORS[kind](rng, per_image, width, height, params)
-            parts.append(pl.DataFrame({"image_id": np.full(x1.shape[0], image_id, np.int64), "x1": x1, "y1": y1,
-                                       "x2": x2, "y2": y2}))
+            x, y, w, h = _GENERATORS[kind](rng, per_image, width, height, params)
+            parts.append(pl.DataFrame({"image_id": np.full(x.shape[0], image_id, np.int64), "x": x, "y": y,
+                                       "w": w, "h": h}))
         frame = pl.concat(parts)
-        inclusive = 0.0 if kind == "sliding-window" else 1.0  # sliding windows are [x, x + w] already
         yield (frame.with_row_index("proposal_id", offset=offset + 1)
-               .select("image_id", pl.col("proposal_id").cast(pl.Int64), pl.lit(None, pl.Float64).alias("score"),
-                       pl.lit(None, pl.Int64).alias("category_id"), (pl.col("x1") - inclusive).alias("x"),
-                       (pl.col("y1") - inclusive).alias("y"), (pl.col("x2") - pl.col("x1") + inclusive).alias("w"),
-                       (pl.col("y2") - pl.col("y1") + inclusive).alias("h"))
-               .cast(schema.PROPOSALS_RAW))
+               .with_columns(pl.lit(None, pl.Float64).alias("score"), pl.lit(None, pl.Int64).alias("category_id"))
+               .select(list(schema.PROPOSALS_RAW)).cast(schema.PROPOSALS_RAW))
         offset += frame.height
