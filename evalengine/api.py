@@ -12,15 +12,18 @@ import polars as pl
 
 from evalengine import baselines, schema
 from evalengine import sql as sql_views
-from evalengine.engine.matching import match_proposal_run, match_run
+from evalengine.engine.matching import match_proposal_run, match_repeatability_run, match_run
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections
 from evalengine.io.metadata import with_image_metadata
+from evalengine.io.perturbations import homography_table, read_homographies
 from evalengine.io.proposals import iter_proposals
 from evalengine.match.coco import warm_up
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.protocol import CocoProtocol
+from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.metrics import ap as ap_metrics
+from evalengine.metrics import repeatability as repeatability_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
 from evalengine.progress import Phases
@@ -84,7 +87,7 @@ class Store:
                       box_convention: str = "continuous", overwrite: bool = False, progress=None) -> "Store":
         """Add a proposal run (see :mod:`evalengine.io.proposals` for the formats), ranked by ``order``."""
         proposal = ProposalRun(iter_proposals(path, self.images().collect(), box_convention),
-                               order or ProposalOrder(), box_convention)
+                               order or ProposalOrder(), box_convention, source=str(path))
         return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite,
                                       progress=progress))
 
@@ -100,6 +103,42 @@ class Store:
         proposal = ProposalRun(baselines.generate(kind, images, per_image, params, seed), ProposalOrder("given"))
         return Store(add_proposal_run(self.layout, run, proposal, overwrite=overwrite,
                                       provenance={run: f"baseline {kind}, {per_image} per image, seed {seed}"}))
+
+    def add_perturbed_proposals(self, path, run: str, kind: str, level: float | None = None, homographies=None,
+                                reference: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
+                                box_convention: str = "continuous", overwrite: bool = False) -> "Store":
+        """Add the proposals of perturbed images (Hosang et al. §3) as a run tied to ``reference``: homographies
+        from a file or frame (``homographies``), else built for every image from ``kind`` and ``level``."""
+        self.layout.check_proposal_run(reference)
+        images = self.images().collect()
+        if homographies is None:
+            table = homography_table(images, kind, level)
+        elif isinstance(homographies, pl.DataFrame):
+            table = homographies
+        else:
+            table = read_homographies(homographies, images)
+        proposal = ProposalRun(iter_proposals(path, images, box_convention), order or ProposalOrder(), box_convention,
+                               perturbation=table, kind=kind, level=level, reference=reference, source=str(path))
+        return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite))
+
+    def repeatability(self, runs, reference: str = DEFAULT_PROPOSAL_RUN, top_n: int = 1000, method: str = "exact",
+                      empty_bins: str = "skip", touching_gt: bool = False, by_bin: bool = False,
+                      scheduler: str = "threads", workers: int | None = None) -> pl.DataFrame:
+        """Repeatability of each perturbed run against ``reference`` (Hosang et al. §3), with its kind and level;
+        ``by_bin`` gives the area per size bin instead."""
+        protocol = RepeatabilityProtocol(reference=reference, top_n=top_n)
+        tables = []
+        for run in runs:
+            folder = match_repeatability_run(self.layout, run, protocol, scheduler=scheduler, workers=workers)
+            tables.append(pl.read_parquet(folder / "ref" / "**" / "*.parquet", hive_partitioning=False)
+                          .with_columns(run=pl.lit(run)))
+        matches = pl.concat(tables)
+        table = (repeatability_metrics.repeatability_by_bin(matches, method, touching_gt) if by_bin else
+                 repeatability_metrics.repeatability(matches, method, empty_bins, touching_gt))
+        described = pl.DataFrame([{"run": run, "kind": self.layout.proposal_runs[run]["perturbation"]["kind"],
+                                   "level": self.layout.proposal_runs[run]["perturbation"]["level"]} for run in runs],
+                                 schema={"run": pl.String, "kind": pl.String, "level": pl.Float64})
+        return described.join(table, on="run", how="left", maintain_order="left")
 
     def evaluate_proposals(self, run: str = DEFAULT_PROPOSAL_RUN, protocol: ProposalProtocol | None = None,
                            scheduler: str = "threads", address: str | None = None, on_shard_done=None,
@@ -269,7 +308,7 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
     rows = estimate_rows(path) if path.is_file() and path.suffix.lower() in (".json", ".parquet") else 0
     shards = n_shards or default_shard_count(max(rows, dataset.gt.height))
     proposal = ProposalRun(iter_proposals(path, dataset.images, box_convention), order or ProposalOrder(),
-                           box_convention)
+                           box_convention, source=str(path))
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {}, n_shards=shards,
                           provenance={"gt": str(gt_json), run: str(proposals_path)}, overwrite=overwrite,
                           progress=progress, proposal_runs={run: proposal})

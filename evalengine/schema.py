@@ -83,6 +83,30 @@ PROPOSAL_GT_MATCHES = {
     "best_rank": pl.Int32,
 }
 
+# a perturbed proposal run's images: ``homography`` (row-major 3×3) from the reference run's image to this
+# one, in 1-based pixel coordinates, and both image sizes
+PERTURBATIONS = {
+    "image_id": pl.Int64,
+    "homography": pl.Array(pl.Float64, 9),
+    "width": pl.Int64,
+    "height": pl.Int64,
+    "ref_width": pl.Int64,
+    "ref_height": pl.Int64,
+}
+
+# repeatability (Hosang et al. §3): one row per reference proposal of the top N; ``iou`` with its greedy partner
+# among the perturbed proposals projected back (0 if none), null when not evaluated (centre outside the other
+# image, or no proposal on one side)
+REPEATABILITY_MATCHES = {
+    "image_id": pl.Int64,
+    "rank": pl.Int32,
+    "size_bin": pl.Int32,
+    "valid": pl.Boolean,
+    "touches_gt": pl.Boolean,
+    "iou": pl.Float64,
+    "matched_rank": pl.Int32,
+}
+
 # proposals evaluated per image and budget: min(budget, ranked proposals of the image)
 PROPOSAL_IMAGE_COUNTS = {
     "image_id": pl.Int64,

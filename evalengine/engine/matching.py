@@ -9,6 +9,7 @@ from evalengine.engine.runner import run_shard_tasks
 from evalengine.errors import ProtocolError
 from evalengine.match.coco import match_shard
 from evalengine.match.protocol import CocoProtocol
+from evalengine.match.repeatability import RepeatabilityProtocol, match_repeatability_shard
 from evalengine.match.proposals import ProposalProtocol, as_detections, match_proposal_shard
 from evalengine.store.layout import PART, StoreLayout, atomic_folder
 
@@ -86,3 +87,29 @@ def match_proposal_run(layout: StoreLayout, run: str, protocol: ProposalProtocol
     args = [(str(layout.gt_shard(k)), str(layout.proposal_shard(run, k)), k, protocol) for k in range(layout.n_shards)]
     return _run_matching(target, _match_one_proposal_shard, args, protocol, scheduler=scheduler, address=address,
                          on_done=on_shard_done, workers=workers)
+
+
+def _match_one_repeatability_shard(gt_path: str, reference_path: str, out_dir: str, shard: int, perturbed_path: str,
+                                   perturbation_path: str, protocol) -> int:
+    table = match_repeatability_shard(pl.read_parquet(reference_path), pl.read_parquet(perturbed_path),
+                                      pl.read_parquet(perturbation_path), pl.read_parquet(gt_path), protocol,
+                                      source=perturbation_path)
+    _write_sides(out_dir, shard, {"ref": table})
+    return table.height
+
+
+def match_repeatability_run(layout: StoreLayout, run: str, protocol: RepeatabilityProtocol, scheduler="threads",
+                            address=None, on_shard_done=None, workers=None) -> Path:
+    """Match perturbed proposal run ``run`` to ``protocol.reference`` (reused when stored)."""
+    layout.check_proposal_run(run)
+    layout.check_proposal_run(protocol.reference)
+    if "perturbation" not in layout.proposal_runs[run]:
+        raise ProtocolError(f"proposal run '{run}' has no homographies: add it as a perturbed run")
+    target = layout.matches_dir(protocol.match_key(), run)
+    if _matched(target, protocol):
+        return target
+    args = [(str(layout.gt_shard(k)), str(layout.proposal_shard(protocol.reference, k)), k,
+             str(layout.proposal_shard(run, k)), str(layout.perturbation(run)), protocol)
+            for k in range(layout.n_shards)]
+    return _run_matching(target, _match_one_repeatability_shard, args, protocol, scheduler=scheduler,
+                         address=address, on_done=on_shard_done, workers=workers)

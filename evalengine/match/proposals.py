@@ -155,6 +155,14 @@ def _hosang_kernel(gt_box, pr_box, gt_start, gt_len, pr_start, pr_len, budgets):
     return out_iou, out_rank, best_iou, best_rank
 
 
+def greedy_by_image(row_image, row_corners, col_image, col_corners, budgets):
+    """Per image, rows (ground truths) against the first N columns (proposals, in rank order) for each budget N:
+    ``(iou, rank, best_iou, best_rank)`` arrays of shape (rows, budgets); both sides sorted by image."""
+    groups = _merge_groups(row_image, row_image, col_image, col_image, False)
+    return _hosang_kernel(row_corners, col_corners, groups[:, 0], groups[:, 1], groups[:, 2], groups[:, 3],
+                          np.asarray(budgets, np.int64))
+
+
 def evaluated_gt(gt: pl.DataFrame, protocol: ProposalProtocol) -> pl.DataFrame:
     """The ground truths recall is measured on, in (image, file) order."""
     keep = pl.lit(True)
@@ -177,10 +185,9 @@ def match_proposal_shard(gt: pl.DataFrame, proposals: pl.DataFrame, protocol: Pr
     budgets = np.array(protocol.budgets, np.int64)
     ranked = proposals.filter(pl.col("rank").is_not_null() & (pl.col("rank") <= int(budgets[-1])))
     gt_image = gt.get_column("image_id").to_numpy().astype(np.int64)
-    pr_image = ranked.get_column("image_id").to_numpy().astype(np.int64)
-    groups = _merge_groups(gt_image, gt_image, pr_image, pr_image, False)
-    iou, rank, best, best_rank = _hosang_kernel(_corners(gt), _corners(ranked), groups[:, 0], groups[:, 1],
-                                                groups[:, 2], groups[:, 3], budgets)
+    iou, rank, best, best_rank = greedy_by_image(gt_image, _corners(gt),
+                                                 ranked.get_column("image_id").to_numpy().astype(np.int64),
+                                                 _corners(ranked), budgets)
     n_b = len(budgets)
     gt_matches = pl.DataFrame({
         "image_id": np.repeat(gt_image, n_b),

@@ -9,6 +9,7 @@
     STORE/gt/shard=k/part-0.parquet
     STORE/dt/run=R/shard=k/part-0.parquet
     STORE/proposals/run=R/shard=k/part-0.parquet        (proposal runs, ranked; see store.ranking)
+    STORE/proposals/run=R/perturbation.parquet          (a perturbed run's homographies and image sizes)
     STORE/matches/protocol=P/run=R/{dt,gt}/shard=k/part-0.parquet  (+ protocol.json)
 
 Every write goes to a temporary folder beside its target and is renamed into place, so a failed
@@ -36,6 +37,7 @@ from evalengine.store.sharding import shard_of
 
 MANIFEST = "manifest.json"
 PART = "part-0.parquet"
+PERTURBATION = "perturbation.parquet"
 
 
 @contextmanager
@@ -142,6 +144,9 @@ class StoreLayout:
     def proposal_shard(self, run: str, k: int) -> Path:
         return self.root / "proposals" / f"run={run}" / f"shard={k}" / PART
 
+    def perturbation(self, run: str) -> Path:
+        return self.root / "proposals" / f"run={run}" / PERTURBATION
+
     def check_proposal_run(self, run: str) -> None:
         if run not in self.proposal_runs:
             raise StoreError(f"{self.root}: no proposal run '{run}' "
@@ -217,9 +222,19 @@ class ProposalRun:
     batches: object
     order: ProposalOrder = ProposalOrder()
     box_convention: str = "continuous"
+    # proposals of perturbed images: one homography per image to the reference run's images
+    # (schema :data:`evalengine.schema.PERTURBATIONS`) and what the perturbation is
+    perturbation: pl.DataFrame | None = None
+    kind: str | None = None
+    level: float | None = None
+    reference: str | None = None
+    source: str = "proposals"  # named in error messages
 
     def description(self) -> dict:
-        return {**self.order.description(), "box_convention": self.box_convention}
+        out = {**self.order.description(), "box_convention": self.box_convention}
+        if self.perturbation is not None:
+            out["perturbation"] = {"kind": self.kind, "level": self.level, "reference": self.reference}
+        return out
 
 
 def _write_proposal_run(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
@@ -232,9 +247,12 @@ def _write_proposal_run(folder: Path, proposal: ProposalRun, n_shards: int, prog
             progress(batch.height)
     n_proposals = writer.close()
     for k in range(n_shards):
-        ranked = rank_proposals(pl.read_parquet(raw / f"shard={k}" / PART), proposal.order, source=str(folder))
+        ranked = rank_proposals(pl.read_parquet(raw / f"shard={k}" / PART), proposal.order, source=proposal.source)
         _write(ranked, folder / f"shard={k}")
     shutil.rmtree(raw)
+    if proposal.perturbation is not None:
+        proposal.perturbation.select(list(schema.PERTURBATIONS)).cast(schema.PERTURBATIONS).write_parquet(
+            folder / PERTURBATION)
     return n_proposals
 
 
