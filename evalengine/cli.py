@@ -133,6 +133,16 @@ def _cmd_plot(args) -> str:
     from evalengine import plots
 
     store = api.open(args.store)
+    if args.kind in ("proposal-recall-iou", "ar-budget"):
+        runs = args.runs or [api.DEFAULT_PROPOSAL_RUN]
+        evaluations = {run: store.evaluate_proposals(run) for run in runs}
+        if args.kind == "ar-budget":
+            figure = plots.ar_by_budget({run: ev.average_recall() for run, ev in evaluations.items()})
+        else:
+            figure = plots.proposal_recall_iou({run: ev.recall_iou_curve() for run, ev in evaluations.items()},
+                                               args.budget)
+        figure.savefig(args.out, dpi=120)
+        return f"figure written to {args.out}"
     protocol = _protocol(args)
     runs = args.runs or [api.DEFAULT_RUN]
     if args.kind == "pr":
@@ -230,6 +240,35 @@ def _cmd_proposals(args) -> str:
     return _profiled(args, phases, json.dumps(payload) if args.json else _proposal_table(payload))
 
 
+def _perturbation(text: str) -> tuple:
+    kind, _, level = text.partition(":")
+    try:
+        return kind, float(level) if level else None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected KIND[:LEVEL] (e.g. scale:1.1, rotate:5, flip), got {text!r}") from None
+
+
+def _cmd_add_proposals(args) -> str:
+    store = api.open(args.store)
+    order = ProposalOrder(args.ordering, args.seed, dedup=not args.no_dedup)
+    if args.perturbation or args.homographies:
+        kind, level = args.perturbation or ("custom", None)
+        store = store.add_perturbed_proposals(args.proposals, args.run, kind, level, homographies=args.homographies,
+                                              reference=args.reference, order=order,
+                                              box_convention=args.box_convention, overwrite=args.overwrite)
+    else:
+        store = store.add_proposals(args.proposals, args.run, order, args.box_convention, overwrite=args.overwrite)
+    return f"store: {store.path} (proposal runs: {', '.join(sorted(store.layout.proposal_runs))})"
+
+
+def _cmd_repeatability(args) -> str:
+    table = api.open(args.store).repeatability(args.runs, reference=args.reference, top_n=args.top_n,
+                                               method=args.method, empty_bins=args.empty_bins,
+                                               touching_gt=args.touching_gt, scheduler=args.scheduler,
+                                               workers=args.workers)
+    return table.write_json() if args.json else _table(table)
+
+
 def _cmd_baseline(args) -> str:
     import polars as pl
 
@@ -288,6 +327,9 @@ def _cmd_demo(args) -> str:
         # re-running the demo replaces its own earlier store, never another folder
         store = api.ingest_coco(gt, dt, target, n_shards=4, overwrite=(target / "manifest.json").is_file())
     evaluation = store.evaluate()
+    with resources.as_file(data / "instances_val2014_fakebbox100_results.json") as dt:
+        store = store.add_proposals(dt, run="proposals")
+    proposals = store.evaluate_proposals(protocol=ProposalProtocol(budgets=(1, 10, 100)))
     lines = [
         "evalengine demo: COCO val2014, first 100 images, with the official fake bbox results (cocoapi)",
         "",
@@ -299,8 +341,14 @@ def _cmd_demo(args) -> str:
         "",
         _table(store.sql(DEMO_QUERY)),
         "",
+        "The detections as class-agnostic proposals (Hosang et al.: greedy one-to-one matching per budget, crowd "
+        "left out; AR = 2 * mean(max(IoU - 0.5, 0)))",
+        "",
+        _proposal_table(proposals.report(iou_thresholds=(0.5, 0.7, 0.9))),
+        "",
         f"store written to {store.path}  ({time.perf_counter() - started:.1f} s)",
         f'try: evalengine sql {store.path} "SELECT * FROM coco_summary"',
+        f'     evalengine sql {store.path} "SELECT * FROM proposal_recall"',
     ]
     return "\n".join(lines)
 
@@ -355,13 +403,15 @@ def build_parser() -> argparse.ArgumentParser:
     _protocol_args(compare)
     compare.set_defaults(func=_cmd_compare)
 
-    plot = sub.add_parser("plot", help="figures: precision-recall, recall-IoU, AP by size, per-class run differences")
+    plot = sub.add_parser("plot", help="figures: precision-recall, recall-IoU, AP by size, per-class run differences, "
+                                       "proposal recall-IoU and AR-budget curves")
     plot.add_argument("store")
-    plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare"])
+    plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "proposal-recall-iou", "ar-budget"])
     plot.add_argument("--out", required=True, help="image file (.png, .pdf, .svg)")
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
     plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr: one curve per category id")
     plot.add_argument("--iou", type=float, default=0.5, help="pr with --categories: the IoU threshold")
+    plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")
     _protocol_args(plot)
     plot.set_defaults(func=_cmd_plot)
 
@@ -421,6 +471,41 @@ def build_parser() -> argparse.ArgumentParser:
     proposals.add_argument("--json", action="store_true", help="print one JSON object")
     _run_args(proposals)
     proposals.set_defaults(func=_cmd_proposals)
+
+    add_proposals = sub.add_parser("add-proposals", help="add a proposal run (or a perturbed one) to a store")
+    add_proposals.add_argument("store")
+    add_proposals.add_argument("--run", required=True, help="name of the new proposal run")
+    add_proposals.add_argument("--proposals", required=True, help="proposal file or .npz folder (see proposals)")
+    add_proposals.add_argument("--perturbation", type=_perturbation, default=None, metavar="KIND[:LEVEL]",
+                               help="proposals of perturbed images: scale:F, rotate:DEG (common crop of ±20°), flip, "
+                                    "light, jpeg, blur, saltnpepper (identity homographies)")
+    add_proposals.add_argument("--homographies", default=None,
+                               help="Parquet/JSON of image_id, homography (9 numbers, reference → perturbed, 1-based "
+                                    "pixels), width, height[, ref_width, ref_height] instead of --perturbation")
+    add_proposals.add_argument("--reference", default=api.DEFAULT_PROPOSAL_RUN,
+                               help="the proposal run of the unperturbed images")
+    add_proposals.add_argument("--ordering", choices=ORDERINGS, default="score-desc")
+    add_proposals.add_argument("--seed", type=int, default=0)
+    add_proposals.add_argument("--no-dedup", action="store_true")
+    add_proposals.add_argument("--box-convention", choices=BOX_CONVENTIONS, default="continuous")
+    add_proposals.add_argument("--overwrite", action="store_true")
+    add_proposals.set_defaults(func=_cmd_add_proposals)
+
+    repeat = sub.add_parser("repeatability", help="repeatability of proposals under image perturbations (Hosang §3)")
+    repeat.add_argument("store")
+    repeat.add_argument("--runs", nargs="+", required=True, help="perturbed proposal runs")
+    repeat.add_argument("--reference", default=api.DEFAULT_PROPOSAL_RUN)
+    repeat.add_argument("--top-n", type=int, default=1000, help="proposals per image on each side (default 1000)")
+    repeat.add_argument("--method", choices=["exact", "trapezoid"], default="exact",
+                        help="area under recall-vs-IoU per size bin: exact (mean IoU) or the toolbox's trapezoid")
+    repeat.add_argument("--empty-bins", choices=["skip", "zero"], default="skip",
+                        help="size bins without proposals: left out (default) or averaged as 0 (the toolbox)")
+    repeat.add_argument("--touching-gt", action="store_true",
+                        help="only reference proposals with IoU >= 0.5 to some ground truth")
+    repeat.add_argument("--scheduler", choices=SCHEDULERS, default="threads")
+    repeat.add_argument("--workers", type=int, default=None)
+    repeat.add_argument("--json", action="store_true")
+    repeat.set_defaults(func=_cmd_repeatability)
 
     baseline = sub.add_parser("baseline", help="generate Uniform, Gaussian or SlidingWindow proposals (Hosang et al.)")
     baseline.add_argument("--gt", required=True, help="COCO ground truth: the images to cover and the boxes to fit")

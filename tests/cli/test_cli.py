@@ -68,3 +68,12 @@ def test_demo_as_a_new_user_runs_it(tmp_path):
     assert f"store written to {tmp_path / 'demo'}" in result.stdout
     assert "│ dining table ┆ 0.286 ┆ 0.8   ┆ 0.0    ┆ 0.269 │" in result.stdout, result.stdout  # the SQL slice
     assert (tmp_path / "demo" / "manifest.json").is_file()
+    # the class-agnostic proposal table: the stored run's AR and recall (tested against brute force elsewhere)
+    from evalengine import api
+    from evalengine.match.proposals import ProposalProtocol
+
+    report = api.open(tmp_path / "demo").evaluate_proposals(protocol=ProposalProtocol(budgets=(1, 10, 100))).report(
+        (0.5, 0.7, 0.9))
+    row = (f"│ 100    ┆ {report['mean_proposals'][2]:<15} ┆ {round(report['ar'][2], 4)} ┆ "
+           f"{round(report['recall']['0.5'][2], 4)}")
+    assert row in result.stdout, result.stdout

@@ -60,3 +60,22 @@ def test_plot_commands_write_images(tmp_path, store):
         out = tmp_path / f"{kind}.png"
         assert main(["plot", str(store.path), kind, "--out", str(out), *extra]) == 0
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_proposal_curves_draw_the_recall_and_ar_tables(tmp_path):
+    from evalengine.api import ingest_proposals
+
+    store = ingest_proposals(GT, DT, tmp_path / "p")
+    evaluation = store.evaluate_proposals()
+    curve = evaluation.recall_iou_curve()
+    line = plots.proposal_recall_iou({"proposals": curve}, 100).axes[0].get_lines()[0]
+    want = curve.filter(pl.col("budget") == 100).sort("iou_threshold")
+    np.testing.assert_array_equal(line.get_ydata(), want["recall"].to_numpy())
+    np.testing.assert_array_equal(line.get_xdata(), want["iou_threshold"].to_numpy())
+    ar = evaluation.average_recall()
+    line = plots.ar_by_budget({"proposals": ar}).axes[0].get_lines()[0]
+    np.testing.assert_array_equal(line.get_ydata(), ar.sort("budget")["ar"].to_numpy())
+    np.testing.assert_array_equal(line.get_xdata(), ar.sort("budget")["mean_proposals"].to_numpy())
+    for kind in ("proposal-recall-iou", "ar-budget"):
+        assert main(["plot", str(tmp_path / "p"), kind, "--out", str(tmp_path / f"{kind}.png")]) == 0
+        assert (tmp_path / f"{kind}.png").stat().st_size > 1000
