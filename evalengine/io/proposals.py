@@ -102,7 +102,7 @@ def _npz_batches(folder: Path, images: pl.DataFrame) -> Iterator[pl.DataFrame]:
 def _normalise(raw: pl.DataFrame, path: Path, offset: int, image_ids: pl.Series, box_convention: str) -> pl.DataFrame:
     """Validate one batch and bring it to :data:`evalengine.schema.PROPOSALS_RAW`."""
     frame = raw.with_row_index("proposal_id", offset=offset + 1).with_columns(pl.col("proposal_id").cast(pl.Int64))
-    row = pl.col("proposal_id") - 1
+    row = pl.col("proposal_id")  # 1-based, as the ordering errors and the stored proposal_id
     what = "proposal at position"
     require(frame, [c for c in ("image_id", "bbox", *CORNERS) if c in frame.columns], path, what, row)
     if "bbox" in frame.columns:
