@@ -67,29 +67,40 @@ def run(tool: str, gt: Path, dt: Path, max_rss: float) -> dict:
     return result
 
 
+def _prepare(args, data: Path) -> None:
+    if not (data / "dt.parquet").is_file():
+        write(data, *generate(args.images, args.classes, args.gt_per_image, args.dets_per_image, args.seed),
+              parquet=True)
+    if "evalengine-store" in args.tools and not (data / "store" / "manifest.json").is_file():
+        import evalengine
+
+        evalengine.ingest_coco(data / "gt.json", data / "dt.parquet", data / "store")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_size_arguments(parser)
     parser.add_argument("--tools", nargs="+", default=list(MODULES), choices=list(MODULES))
     parser.add_argument("--max-rss-gib", type=float, default=21.0)
     parser.add_argument("--out", type=Path, default=HERE / "out")
+    parser.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     name = f"coco_{args.images}img_{args.classes}cls_{args.dets_per_image}det"
     data = args.out / name
-    if not (data / "dt.parquet").is_file():
-        write(data, *generate(args.images, args.classes, args.gt_per_image, args.dets_per_image, args.seed),
-              parquet=True)
+    if args.prepare_only:
+        _prepare(args, data)
+        return
+    # data are prepared in a child: a forked child's peak RSS counts this process's pages until it execs, so
+    # this process must stay small for the peers' peak RSS to be theirs
+    subprocess.run([sys.executable, __file__, "--prepare-only", *(argv if argv is not None else sys.argv[1:])],
+                   check=True)
     import pyarrow.parquet as pq
 
     n_dets = pq.ParquetFile(data / "dt.parquet").metadata.num_rows
     gt_path = data / "gt.json"
     inputs = {"evalengine": data / "dt.json", "evalengine-parquet": data / "dt.parquet",
               "evalengine-store": data / "store"}
-    if "evalengine-store" in args.tools and not (data / "store" / "manifest.json").is_file():
-        import evalengine
-
-        evalengine.ingest_coco(gt_path, data / "dt.parquet", data / "store")
 
     results = []
     for tool in args.tools:
