@@ -283,6 +283,12 @@ def _cmd_baseline(args) -> str:
     elif args.kind != "sliding-window":
         fit = baselines.fit_uniform if args.kind == "uniform" else baselines.fit_gaussian
         params = fit(dataset.gt, dataset.images)
+    if args.store:
+        store = api.open(args.store).add_baseline(args.kind, args.per_image, run=args.run, params=params,
+                                                  seed=args.seed, overwrite=args.overwrite)
+        return f"store: {store.path} (proposal runs: {', '.join(sorted(store.layout.proposal_runs))})"
+    if not args.out:
+        raise EvalEngineError("baseline: give --out FILE.parquet or --store STORE")
     frames = baselines.generate(args.kind, dataset.images, args.per_image, params, args.seed)
     table = pl.concat(list(frames)).select("image_id", pl.col("x").alias("x1"), pl.col("y").alias("y1"),
                                            (pl.col("x") + pl.col("w")).alias("x2"), (pl.col("y") + pl.col("h")).alias("y2"))
@@ -515,7 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="JSON of fitted parameters (ours or the toolbox's uniform_params/gaussian_params); "
                                "default: fitted on --gt")
     baseline.add_argument("--seed", type=int, default=0)
-    baseline.add_argument("--out", required=True, help="Parquet file of proposals (image_id, x1, y1, x2, y2)")
+    baseline.add_argument("--out", default=None, help="Parquet file of proposals (image_id, x1, y1, x2, y2)")
+    baseline.add_argument("--store", default=None, help="or add the baseline as a proposal run of this store")
+    baseline.add_argument("--run", default=None, help="name of that run (default: the kind)")
+    baseline.add_argument("--overwrite", action="store_true")
     baseline.set_defaults(func=_cmd_baseline)
 
     demo = sub.add_parser("demo", help="run the whole pipeline on the bundled COCO sample")

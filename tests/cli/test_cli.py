@@ -77,3 +77,29 @@ def test_demo_as_a_new_user_runs_it(tmp_path):
     row = (f"│ 100    ┆ {report['mean_proposals'][2]:<15} ┆ {round(report['ar'][2], 4)} ┆ "
            f"{round(report['recall']['0.5'][2], 4)}")
     assert row in result.stdout, result.stdout
+
+
+def test_proposal_commands_end_to_end(tmp_path, capsys):
+    """baseline into a store, a perturbed copy, repeatability: a flipped copy of a run is perfectly repeatable."""
+    import polars as pl
+
+    gt, store = GT, str(tmp_path / "s")
+    assert main(["proposals", "--gt", gt, "--proposals", DT, "--store", store, "--budgets", "10", "--quiet"]) == 0
+    assert main(["baseline", "--gt", gt, "--kind", "uniform", "--per-image", "50", "--store", store]) == 0
+    assert main(["baseline", "--gt", gt, "--kind", "sliding-window", "--per-image", "50",
+                     "--out", str(tmp_path / "sw.parquet")]) == 0
+    frame = pl.read_parquet(tmp_path / "sw.parquet")
+    assert frame.columns == ["image_id", "x1", "y1", "x2", "y2"] and frame.height > 0
+    # the uniform run as seen in a mirrored image: flip every box, add it as a perturbed run
+    uniform = pl.scan_parquet(tmp_path / "s" / "proposals" / "run=uniform" / "**" / "*.parquet").collect()
+    widths = pl.read_parquet(tmp_path / "s" / "images" / "part-0.parquet").select("image_id", "width")
+    flipped = (uniform.join(widths, on="image_id").sort("proposal_id")
+               .select("image_id", (pl.col("width") - pl.col("x") - pl.col("w")).alias("x1"), pl.col("y").alias("y1"),
+                       (pl.col("width") - pl.col("x")).alias("x2"), (pl.col("y") + pl.col("h")).alias("y2")))
+    flipped.write_parquet(tmp_path / "flipped.parquet")
+    assert main(["add-proposals", store, "--run", "mirror", "--proposals", str(tmp_path / "flipped.parquet"),
+                     "--perturbation", "flip", "--reference", "uniform", "--ordering", "given"]) == 0
+    capsys.readouterr()
+    assert main(["repeatability", store, "--runs", "mirror", "--reference", "uniform", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["kind"] == "flip" and rows[0]["repeatability"] == pytest.approx(1.0, abs=1e-12)

@@ -68,3 +68,22 @@ def test_ar_map_correlations_of_the_paper(published):
     noregr = table3.filter(pl.col("detector") == "frcn_noregr")
     at = dict(zip(noregr.get_column("metric"), noregr.get_column("pearson")))
     assert at["recall@0.7"] > 0.9 > at["recall@0.5"]
+
+
+def test_per_class_correlation_is_pearson_per_category(published):
+    """Fig. 14: per class, Pearson across methods of per-class AR and per-class AP (here recomputed with NumPy)."""
+    names = [m["name"] for m in published["methods"]]
+    aps = json.loads((HOSANG / "voc07_test_detector_frcn_aps.json").read_text())["aps_per_class"]
+    metrics = pl.DataFrame([{"method": n, "category_id": c + 1, "metric": "ar", "value": v}
+                            for n, per_class in zip(names, published["ARs_per_class"]) for c, v in enumerate(per_class)])
+    detector = pl.DataFrame([{"method": n, "category_id": c + 1, "detector": "frcn", "ap": v}
+                             for n, per_class in zip(names, aps) for c, v in enumerate(per_class)])
+    table = metric_ap_correlation(metrics.filter(pl.col("method").is_in(TABLE3)),
+                                  detector.filter(pl.col("method").is_in(TABLE3)))
+    assert table.height == 20 and table.get_column("n_methods").unique().to_list() == [16]
+    rows = [names.index(m) for m in TABLE3]
+    for c in range(20):
+        ar = [published["ARs_per_class"][i][c] for i in rows]
+        ap = [aps[i][c] for i in rows]
+        got = table.filter(pl.col("category_id") == c + 1).get_column("pearson").item()
+        assert got == pytest.approx(np.corrcoef(ar, ap)[0, 1], abs=1e-12)
