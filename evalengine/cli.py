@@ -193,10 +193,11 @@ def _proposal_table(payload: dict) -> str:
                **{f"recall@{t}": values for t, values in payload["recall"].items()}}
     ar_range = "AR: mean recall over IoU .50:.05:.95" if payload["protocol"] == "coco" else "AR over IoU [0.5, 1]"
     title = f"protocol {payload['protocol']} (matcher: {payload['matcher']}, aggregation: {payload['aggregation']}; {ar_range})"
-    text = title + "\n" + _table(pl.DataFrame(columns).with_columns(pl.exclude("budget").round(4)))
+    table = pl.DataFrame(columns).with_columns(pl.exclude("budget").cast(pl.Float64).round(4))
+    text = title + "\n" + _table(table)
     if "oma" in payload:
-        text += "\n" + _table(pl.DataFrame({"budget": payload["budgets"], **{f"OMA@{t}": v for t, v in payload["oma"].items()}})
-                              .with_columns(pl.exclude("budget").round(4)))
+        oma = pl.DataFrame({"budget": payload["budgets"], **{f"OMA@{t}": v for t, v in payload["oma"].items()}})
+        text += "\n" + _table(oma.with_columns(pl.exclude("budget").cast(pl.Float64).round(4)))
     if "stats" in payload:
         text += "\n" + "\n".join(f"{name:<26} {value:.4f}" for name, value in zip(payload["stat_names"], payload["stats"]))
     return text
@@ -218,9 +219,7 @@ def _evaluate_proposals(store, args, phases: Phases) -> dict:
     payload = evaluation.report(args.iou, matcher=matcher, aggregation=args.aggregation)
     if args.oma:
         with phases.phase("oma"):
-            table = evaluation.oma(args.iou, lattice=args.lattice)
-        payload["oma"] = {str(float(t)): table.filter(table["iou_threshold"] == float(t)).sort("budget")
-                          .get_column("oma").to_list() for t in args.iou}
+            payload["oma"] = evaluation.oma_report(args.iou, lattice=args.lattice)
         payload["oma_lattice"] = args.lattice
     return payload
 

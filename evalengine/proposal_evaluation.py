@@ -132,19 +132,32 @@ class ProposalEvaluation:
             raise ProtocolError(f"budget {budget} was not evaluated (budgets: {list(self.protocol.budgets)})")
         return budget
 
+    def _per_budget(self, table: pl.DataFrame, column: str) -> list:
+        """``column`` of ``table`` as one value per budget of the protocol (null where the table has none)."""
+        budgets = pl.DataFrame({"budget": list(self.protocol.budgets)}, schema={"budget": pl.Int32})
+        return budgets.join(table.select("budget", column), on="budget", how="left",
+                            maintain_order="left").get_column(column).to_list()
+
+    def oma_report(self, iou_thresholds=(0.5, 0.7), lattice: str = "edges") -> dict:
+        """OMA per budget for each threshold, keyed by ``str(float(t))`` (the CLI's ``oma`` entry)."""
+        table = self.oma(iou_thresholds, lattice=lattice)
+        return {str(float(t)): self._per_budget(table.filter(pl.col("iou_threshold") == float(t)), "oma")
+                for t in iou_thresholds}
+
     def report(self, iou_thresholds=(0.5, 0.7), matcher: str = "greedy", aggregation: str = "instances") -> dict:
-        """The CLI's JSON: one entry per budget for ``mean_proposals``, exact ``ar`` and each threshold's recall."""
-        ar = self.average_recall(matcher=matcher, aggregation=aggregation)
+        """The CLI's JSON: one entry per budget for ``mean_proposals``, exact ``ar`` and each threshold's recall
+        (null where no ground truth is evaluated)."""
+        per_budget = self._per_budget
         rec = self.recall(iou_thresholds, matcher=matcher, aggregation=aggregation)
         return {
             "protocol": self.protocol.name if matcher == "greedy" else "best-overlap",
             "matcher": matcher,
             "aggregation": aggregation,
             "budgets": list(self.protocol.budgets),
-            "mean_proposals": ar.get_column("mean_proposals").to_list(),
-            "ar": ar.get_column("ar").to_list(),
-            "recall": {str(float(t)): rec.filter(pl.col("iou_threshold") == float(t)).sort("budget")
-                       .get_column("recall").to_list() for t in iou_thresholds},
+            "mean_proposals": per_budget(self.mean_proposals(), "mean_proposals"),
+            "ar": per_budget(self.average_recall(matcher=matcher, aggregation=aggregation), "ar"),
+            "recall": {str(float(t)): per_budget(rec.filter(pl.col("iou_threshold") == float(t)), "recall")
+                       for t in iou_thresholds},
         }
 
 

@@ -144,3 +144,19 @@ def test_sql_view_equals_api(tmp_path):
     np.testing.assert_allclose(view.get_column("recall_70"),
                                ev.recall([0.7]).get_column("recall"), rtol=0, atol=1e-12)
     np.testing.assert_allclose(view.get_column("abo"), ev.best_overlap().get_column("abo"), rtol=0, atol=1e-12)
+
+
+def test_no_evaluated_ground_truth_gives_nulls_per_budget(tmp_path):
+    gt = {"images": [{"id": 1, "width": 10, "height": 10}, {"id": 2, "width": 10, "height": 10}],
+          "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 5, 5], "area": 25, "iscrowd": 1}],
+          "categories": [{"id": 1, "name": "a"}]}
+    (tmp_path / "gt.json").write_text(json.dumps(gt))
+    (tmp_path / "p.json").write_text(json.dumps([{"image_id": 1, "bbox": [0, 0, 5, 5], "score": 1.0}]))
+    assert cli.main(["proposals", "--gt", str(tmp_path / "gt.json"), "--proposals", str(tmp_path / "p.json"),
+                     "--budgets", "1", "10", "--oma", "--json", "--quiet"]) == 0
+    ev = api.ingest_proposals(tmp_path / "gt.json", tmp_path / "p.json", tmp_path / "s").evaluate_proposals(
+        protocol=ProposalProtocol(budgets=(1, 10)))
+    report = ev.report()
+    assert report["ar"] == [None, None] and report["recall"]["0.5"] == [None, None]
+    assert report["mean_proposals"] == [0.5, 0.5]  # one proposal over two images
+    assert ev.oma_report() == {"0.5": [None, None], "0.7": [None, None]}
