@@ -17,6 +17,7 @@ import os
 import warnings
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 from typing import Iterator
 
@@ -137,12 +138,15 @@ def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS) ->
     path = Path(path)
     known = dataset.categories.get_column("category_id").implode()
     n_rows, unknown = 0, {}
-    for raw in _raw_batches(path, batch_rows):
-        batch = _normalise(raw, path, n_rows, dataset)
-        n_rows += raw.height
-        for cat, count in batch.filter(~pl.col("category_id").is_in(known)).get_column("category_id").value_counts().iter_rows():
-            unknown[cat] = unknown.get(cat, 0) + count
-        yield batch
+    # closed here, not by the garbage collector: a half-read JSON file holds a thread pool, which must not be
+    # shut down from whatever thread happens to collect it
+    with closing(_raw_batches(path, batch_rows)) as raw_batches:
+        for raw in raw_batches:
+            batch = _normalise(raw, path, n_rows, dataset)
+            n_rows += raw.height
+            for cat, count in batch.filter(~pl.col("category_id").is_in(known)).get_column("category_id").value_counts().iter_rows():
+                unknown[cat] = unknown.get(cat, 0) + count
+            yield batch
     if n_rows == 0:
         raise InputError(f"{path}: the result list is empty (pycocotools cannot evaluate it either)")
     if unknown:

@@ -18,6 +18,7 @@ reads 1-based inclusive pixel boxes (PASCAL VOC, Hosang's toolbox) as ``x = x1 -
 under which the toolbox's "+1" IoU equals the continuous IoU.
 """
 
+from contextlib import closing
 from pathlib import Path
 from typing import Iterator
 
@@ -144,8 +145,11 @@ def iter_proposals(path, images: pl.DataFrame, box_convention: str = "continuous
     raw_batches = _npz_batches(path, images) if path.is_dir() else _file_batches(path, batch_rows)
     image_ids = images.get_column("image_id")
     n_rows = 0
-    for raw in raw_batches:
-        yield _normalise(raw, path, n_rows, image_ids, box_convention)
-        n_rows += raw.height
+    # closed here, not by the garbage collector: a half-read JSON file holds a thread pool, which must not be
+    # shut down from whatever thread happens to collect it
+    with closing(raw_batches):
+        for raw in raw_batches:
+            yield _normalise(raw, path, n_rows, image_ids, box_convention)
+            n_rows += raw.height
     if n_rows == 0:
         raise InputError(f"{path}: no proposals")

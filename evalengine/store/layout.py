@@ -21,7 +21,7 @@ import os
 import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -99,6 +99,19 @@ class ShardWriter:
         list(self._pool.map(lambda k: self.writers[k].write_table(table.slice(bounds[k], bounds[k + 1] - bounds[k])),
                             nonempty))
         self.rows += frame.height
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """On an error, stop the write threads and close the open files (the caller's temporary folder goes)."""
+        if exc_type is not None:
+            self._pool.shutdown(wait=True)
+            for writer in self.writers.values():
+                try:
+                    writer.close()
+                except Exception:  # noqa: BLE001 - the original error is the one to report
+                    pass
 
     def close(self) -> int:
         """Close every file; return the number of rows written."""
@@ -179,9 +192,9 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
     with atomic_folder(path, overwrite=overwrite) as tmp:
         _write(images, tmp / "images")
         _write(categories, tmp / "categories")
-        gt_writer = ShardWriter(tmp / "gt", n_shards, dict(gt.schema))  # schema.GT and the source's extra fields
-        gt_writer.write(gt, shard_of(gt.get_column("image_id").to_numpy(), n_shards))
-        gt_writer.close()
+        with ShardWriter(tmp / "gt", n_shards, dict(gt.schema)) as gt_writer:  # schema.GT and extra source fields
+            gt_writer.write(gt, shard_of(gt.get_column("image_id").to_numpy(), n_shards))
+            gt_writer.close()
         run_rows = [
             _run_row(run, _write_run(tmp / "dt" / f"run={run}", batches, n_shards, progress), provenance)
             for run, batches in runs.items()
@@ -205,13 +218,19 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
     return open_layout(path)
 
 
+def _closed(batches):
+    """Close a batch generator when the write stops, in this thread: readers hold thread pools, which must not be
+    shut down by the garbage collector from another thread (that can deadlock in thread start-up)."""
+    return closing(batches) if hasattr(batches, "close") else nullcontext()
+
+
 def _write_run(folder: Path, batches, n_shards: int, progress) -> int:
-    writer = ShardWriter(folder, n_shards, schema.DT)
-    for batch in batches:
-        writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
-        if progress:
-            progress(batch.height)
-    return writer.close()
+    with ShardWriter(folder, n_shards, schema.DT) as writer, _closed(batches):
+        for batch in batches:
+            writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
+            if progress:
+                progress(batch.height)
+        return writer.close()
 
 
 @dataclass(frozen=True)
@@ -240,12 +259,12 @@ class ProposalRun:
 def _write_proposal_run(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
     """Shard the proposals as they come, then rank each shard (an image's proposals are all in one shard)."""
     raw = folder / ".raw"
-    writer = ShardWriter(raw, n_shards, schema.PROPOSALS_RAW)
-    for batch in proposal.batches:
-        writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
-        if progress:
-            progress(batch.height)
-    n_proposals = writer.close()
+    with ShardWriter(raw, n_shards, schema.PROPOSALS_RAW) as writer, _closed(proposal.batches):
+        for batch in proposal.batches:
+            writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
+            if progress:
+                progress(batch.height)
+        n_proposals = writer.close()
     for k in range(n_shards):
         ranked = rank_proposals(pl.read_parquet(raw / f"shard={k}" / PART), proposal.order, source=proposal.source)
         _write(ranked, folder / f"shard={k}")

@@ -115,3 +115,18 @@ def test_bad_npz_folder(tmp_path, gt_path):
     np.savez(folder / "unknown.npz", boxes=np.zeros((1, 4)))
     with pytest.raises(InputError, match="no image with id or file name 'unknown'"):
         api.ingest_proposals(gt_path, folder, tmp_path / "s")
+
+
+def test_a_failed_ingest_stops_its_threads(tmp_path, gt_path):
+    """Reader and writer thread pools are shut down in the failing call itself, not later by the garbage
+    collector from another thread (which once deadlocked a thread start-up in the test suite)."""
+    import threading
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([{"image_id": 7, "bbox": [0, 0, 1, 1], "score": 1}] * 50 +
+                               [{"image_id": 8, "bbox": [0, 0, 1, 1], "score": 1}]))
+    before = threading.active_count()
+    with pytest.raises(InputError, match="image_id 8") as error:
+        api.ingest_proposals(gt_path, path, tmp_path / "s")
+    assert threading.active_count() == before
+    del error
