@@ -116,3 +116,16 @@ def test_trapezoid_area_definition():
     assert _trapezoid_area(np.array([1.0, 1.0])) == pytest.approx(1.0)
     # points (0,1), (0.2, 1), (0.6, 0.5), (0.601, 0)
     assert _trapezoid_area(np.array([0.6, 0.2])) == pytest.approx(0.2 + 0.4 * 0.75 + 0.001 * 0.25)
+
+
+def test_sql_view_equals_api(tmp_path, setup):
+    store, *_ = setup
+    store = store.add_perturbed_proposals(tmp_path / "pert.json", "rot", "rotate", 5.0,
+                                          order=ProposalOrder("given", dedup=False))
+    api_table = store.repeatability(["rot"])
+    view = store.sql("SELECT run, repeatability, n_evaluated, n_bins FROM repeatability")
+    assert view.get_column("run").to_list() == ["rot"]
+    assert view.get_column("repeatability").item() == pytest.approx(api_table.get_column("repeatability").item(),
+                                                                     abs=1e-12)
+    assert view.get_column("n_evaluated").item() == api_table.get_column("n_evaluated").item()
+    assert view.get_column("n_bins").item() == api_table.get_column("n_bins").item()
