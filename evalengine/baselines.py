@@ -113,10 +113,11 @@ def _grid(extent: int, stride: float) -> np.ndarray:
 
 
 def _sliding_window(rng, n, width, height, params):
+    """Windows [x, y, x + w, y + h] (returned as x, y, w, h); the whole image stands in for the sizes that do
+    not fit."""
     sizes = [(w, h) for w, h in BING_SIZES if w < width and h < height]
     boxes = [] if len(sizes) == len(BING_SIZES) else [(np.array([0.0]), np.array([0.0]),
                                                        np.array([float(width)]), np.array([float(height)]))]
-    # boxes are [x, y, x + w, y + h] on the grid, kept as x, y, w, h
     per_size = n // max(len(sizes), 1)
     layouts, used = [], len(boxes)
     for w, h in sizes:

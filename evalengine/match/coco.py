@@ -157,7 +157,7 @@ def warm_up() -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def _merge_groups(gt_image, gt_category, dt_image, dt_category, use_cats):
+def merge_groups(gt_image, gt_category, dt_image, dt_category, use_cats):
     """(gt_start, gt_len, dt_start, dt_len) of every group present on either side; both sides sorted by group."""
     n_gt, n_dt = gt_image.shape[0], dt_image.shape[0]
     out = np.empty((n_gt + n_dt, 4), np.int64)
@@ -198,7 +198,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     def col(frame, name, dtype=np.float64):
         return frame.get_column(name).to_numpy().astype(dtype, copy=False)
 
-    groups = _merge_groups(col(gt, "image_id", np.int64), col(gt, "category_id", np.int64),
+    groups = merge_groups(col(gt, "image_id", np.int64), col(gt, "category_id", np.int64),
                            col(dt, "image_id", np.int64), col(dt, "category_id", np.int64), protocol.use_cats)
 
     def boxes(frame):

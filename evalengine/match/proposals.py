@@ -27,7 +27,7 @@ import polars as pl
 
 from evalengine import schema
 from evalengine.errors import ProtocolError
-from evalengine.match.coco import _merge_groups
+from evalengine.match.coco import merge_groups
 
 # round(10.^(0:0.5:4)) of the toolbox
 HOSANG_BUDGETS = (1, 3, 10, 32, 100, 316, 1000, 3162, 10000)
@@ -158,7 +158,7 @@ def _hosang_kernel(gt_box, pr_box, gt_start, gt_len, pr_start, pr_len, budgets):
 def greedy_by_image(row_image, row_corners, col_image, col_corners, budgets):
     """Per image, rows (ground truths) against the first N columns (proposals, in rank order) for each budget N:
     ``(iou, rank, best_iou, best_rank)`` arrays of shape (rows, budgets); both sides sorted by image."""
-    groups = _merge_groups(row_image, row_image, col_image, col_image, False)
+    groups = merge_groups(row_image, row_image, col_image, col_image, False)
     return _hosang_kernel(row_corners, col_corners, groups[:, 0], groups[:, 1], groups[:, 2], groups[:, 3],
                           np.asarray(budgets, np.int64))
 
