@@ -14,7 +14,7 @@ from evalengine import baselines, schema
 from evalengine import sql as sql_views
 from evalengine.engine.matching import match_proposal_run, match_repeatability_run, match_run
 from evalengine.io.coco import CocoDataset, read_coco_gt
-from evalengine.io.detections import count_rows, estimate_rows, iter_detections
+from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
 from evalengine.io.metadata import with_image_metadata
 from evalengine.io.perturbations import homography_table, read_homographies
 from evalengine.io.proposals import iter_proposals
@@ -279,12 +279,14 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
     :mod:`evalengine.io.detections`) and write them as a new store, streaming the detections into shards.
     ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to the images table."""
+    detections = prefetch(dt_path)  # parsed while the ground truth is read
     dataset = read_coco_gt(gt_json)
     if image_metadata is not None:
         dataset = with_image_metadata(dataset, image_metadata)
     shards = n_shards or default_shard_count(max(estimate_rows(dt_path), dataset.gt.height))
     layout = create_store(
-        store, dataset.images, dataset.categories, dataset.gt, {run: iter_detections(dt_path, dataset)},
+        store, dataset.images, dataset.categories, dataset.gt,
+        {run: iter_detections(dt_path, dataset, prefetched=detections)},
         n_shards=shards, provenance={"gt": str(gt_json), run: str(dt_path)}, overwrite=overwrite, progress=progress,
     )
     return Store(layout)

@@ -16,7 +16,7 @@ like pycocotools, leaves them out.
 import os
 import warnings
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 from typing import Iterator
@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from evalengine.errors import InputError, InputWarning
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
-from evalengine.io.json_scan import json_list_chunks
+from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, read_json, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet")
@@ -68,9 +68,24 @@ def _columns(path: Path, names) -> list:
     return wanted
 
 
-def _raw_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
+def prefetch(path) -> Future | None:
+    """Start parsing a COCO result file that fits in one chunk on a background thread, so that it overlaps with
+    reading the ground truth (whose first numba call loads the runtime, ~0.8 s); pass the result to
+    :func:`iter_detections`. None for other files, which are streamed."""
+    path = Path(path)
+    if not (path.is_file() and path.suffix.lower() == ".json" and path.stat().st_size <= CHUNK_BYTES):
+        return None
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(lambda: list(parsed_in_parallel(path, RESULT_FIELDS)))
+    pool.shutdown(wait=False)
+    return future
+
+
+def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) -> Iterator[pl.DataFrame]:
     kind = _format(path)
-    if kind == ".json":
+    if prefetched is not None:
+        yield from prefetched.result()
+    elif kind == ".json":
         yield from parsed_in_parallel(path, RESULT_FIELDS)
     elif kind == ".parquet":
         try:
@@ -133,14 +148,15 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset)
                         (pl.col("w") * pl.col("h")).alias("area"))
 
 
-def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS) -> Iterator[pl.DataFrame]:
+def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS,
+                    prefetched: Future | None = None) -> Iterator[pl.DataFrame]:
     """Validated detection batches of at most ``batch_rows`` rows (schema :data:`evalengine.schema.DT`)."""
     path = Path(path)
     known = dataset.categories.get_column("category_id").implode()
     n_rows, unknown = 0, {}
     # closed here, not by the garbage collector: a half-read JSON file holds a thread pool, which must not be
     # shut down from whatever thread happens to collect it
-    with closing(_raw_batches(path, batch_rows)) as raw_batches:
+    with closing(_raw_batches(path, batch_rows, prefetched)) as raw_batches:
         for raw in raw_batches:
             batch = _normalise(raw, path, n_rows, dataset)
             n_rows += raw.height

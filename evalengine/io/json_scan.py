@@ -8,6 +8,7 @@ A numba scanner walks the bytes block by block, tracking nesting depth and strin
   ``annotations``, …), so that each list is parsed with a schema of its own.
 """
 
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -111,6 +112,9 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
         if not head.startswith(b"["):
             raise InputError(f"{path}: expected a JSON list of detections (a COCO result file)")
         handle.seek(0)
+        if os.fstat(handle.fileno()).st_size <= chunk_bytes:  # one chunk: the file as it is, no scan needed
+            yield 0, handle.read()
+            return
         state = np.zeros(3, np.int64)
         pending, pending_at = b"", 0
         while True:

@@ -104,3 +104,21 @@ def test_failed_streaming_ingest_leaves_nothing(tmp_path):
     with pytest.raises(InputError, match="image_id 999999 not in the ground truth's images"):
         ingest_coco(GT, path, tmp_path / "store")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dt.parquet"]
+
+
+def test_prefetched_json_gives_the_same_batches_and_errors(tmp_path):
+    """A small result file is parsed on a background thread while the ground truth is read: same detections,
+    and a malformed file still fails with its located error when its batches are read."""
+    from evalengine.io.detections import prefetch
+
+    dataset = read_coco_gt(PACKAGE_DATA / "instances_val2014_100.json")
+    path = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
+    fetched = prefetch(path)
+    assert fetched is not None
+    assert pl.concat(list(iter_detections(path, dataset, prefetched=fetched))).equals(read_detections(path, dataset))
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"image_id": 42, "category_id": 1, "bbox": [0, 0, 1, 1], "score": NaN}]')
+    with pytest.raises(InputError, match="NaN and Infinity are not valid JSON numbers"):
+        list(iter_detections(bad, dataset, prefetched=prefetch(bad)))
+    pl.DataFrame({"image_id": [1]}).write_parquet(tmp_path / "d.parquet")
+    assert prefetch(tmp_path / "d.parquet") is None
