@@ -9,7 +9,6 @@ a COCO or a proposal match table); any other failure is an error.
 from importlib import resources
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from evalengine.errors import EvalEngineError
@@ -38,8 +37,9 @@ def _requirement_met(store_path: Path, text: str) -> bool:
     return any(store_path.glob(first.removeprefix("-- requires:").strip()))
 
 
-def connect(store_path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the store's views."""
+def connect(store_path):
+    """An in-memory DuckDB connection with the store's views (``duckdb.DuckDBPyConnection``)."""
+    import duckdb  # imported on first use: the commands that never query SQL skip its start-up
     store_path = Path(store_path).resolve()
     if not (store_path / "manifest.json").is_file():
         raise EvalEngineError(f"{store_path}: not an evalengine store (no manifest.json)")
@@ -54,6 +54,8 @@ def connect(store_path) -> duckdb.DuckDBPyConnection:
 
 def query(store_path, sql: str) -> pl.DataFrame:
     """Run ``sql`` against the store's views and return the result; DuckDB's message is kept in errors."""
+    import duckdb
+
     con = connect(store_path)
     try:
         return con.sql(sql).pl()
