@@ -34,13 +34,16 @@ from evalengine.store.ranking import ProposalOrder
 DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
 _DETECTIONS_PER_SHARD = 100_000
+# proposals are cheaper per row (one class-agnostic pass) and come ten thousand per image: bigger shards mean
+# fewer, larger writes while streaming them in
+_PROPOSALS_PER_SHARD = 1_000_000
 
 
-def default_shard_count(n_rows: int) -> int:
-    """About 100k detections (or ground truths) per shard, rounded up to a multiple of the cores so that the
-    last round of shard tasks keeps every core busy; at most 1024."""
+def default_shard_count(n_rows: int, rows_per_shard: int = _DETECTIONS_PER_SHARD) -> int:
+    """About ``rows_per_shard`` detections (or ground truths) per shard, rounded up to a multiple of the cores so
+    that the last round of shard tasks keeps every core busy; at most 1024."""
     cores = os.cpu_count() or 1
-    rounds = math.ceil(n_rows / _DETECTIONS_PER_SHARD / cores)
+    rounds = math.ceil(n_rows / rows_per_shard / cores)
     return max(1, min(1024, rounds * cores))
 
 
@@ -308,7 +311,7 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
     dataset = read_coco_gt(gt_json)
     path = Path(proposals_path)
     rows = estimate_rows(path) if path.is_file() and path.suffix.lower() in (".json", ".parquet") else 0
-    shards = n_shards or default_shard_count(max(rows, dataset.gt.height))
+    shards = n_shards or max(default_shard_count(rows, _PROPOSALS_PER_SHARD), default_shard_count(dataset.gt.height))
     proposal = ProposalRun(iter_proposals(path, dataset.images, box_convention), order or ProposalOrder(),
                            box_convention, source=str(path))
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {}, n_shards=shards,

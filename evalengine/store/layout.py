@@ -265,9 +265,14 @@ def _write_proposal_run(folder: Path, proposal: ProposalRun, n_shards: int, prog
             if progress:
                 progress(batch.height)
         n_proposals = writer.close()
-    for k in range(n_shards):
+    def rank_shard(k: int) -> None:
         ranked = rank_proposals(pl.read_parquet(raw / f"shard={k}" / PART), proposal.order, source=proposal.source)
-        _write(ranked, folder / f"shard={k}")
+        (folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
+        # lz4: zstd took a quarter of the ingest of 50M proposals; rows stay sorted by (image, rank)
+        ranked.write_parquet(folder / f"shard={k}" / PART, compression="lz4", statistics=True)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Polars releases the GIL
+        list(pool.map(rank_shard, range(n_shards)))
     shutil.rmtree(raw)
     if proposal.perturbation is not None:
         proposal.perturbation.select(list(schema.PERTURBATIONS)).cast(schema.PERTURBATIONS).write_parquet(
