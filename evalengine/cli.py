@@ -227,6 +227,14 @@ def _evaluate_proposals(store, args, phases: Phases) -> dict:
 def _cmd_proposals(args) -> str:
     phases = _phases(args)
     order = ProposalOrder(args.ordering, args.seed, dedup=not args.no_dedup)
+    if args.gt is None and args.proposals is None:  # re-evaluate a stored run (other budgets, protocol, …)
+        if not args.store:
+            raise EvalEngineError("proposals: give --gt and --proposals, or --store of an existing store")
+        payload = _evaluate_proposals(api.open(args.store), args, phases)
+        payload["store"] = str(args.store)
+        return _profiled(args, phases, json.dumps(payload) if args.json else _proposal_table(payload))
+    if args.gt is None or args.proposals is None:
+        raise EvalEngineError("proposals: --gt and --proposals go together")
     with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
         target = Path(args.store) if args.store else Path(tmp) / "store"
         with phases.phase("ingest", unit="proposals") as advance:
@@ -439,10 +447,11 @@ def build_parser() -> argparse.ArgumentParser:
     sql.set_defaults(func=_cmd_sql)
 
     proposals = sub.add_parser("proposals", help="recall and average recall of object proposals (Hosang et al.)")
-    proposals.add_argument("--gt", required=True, help="COCO ground-truth JSON")
-    proposals.add_argument("--proposals", required=True,
+    proposals.add_argument("--gt", default=None, help="COCO ground-truth JSON")
+    proposals.add_argument("--proposals", default=None,
                            help="COCO result JSON, JSON Lines, Parquet or CSV (image_id, x1, y1, x2, y2[, score]) "
-                                "or a folder of per-image .npz files (boxes[, scores])")
+                                "or a folder of per-image .npz files (boxes[, scores]); without --gt and "
+                                "--proposals, --store names an existing store whose --run is evaluated again")
     proposals.add_argument("--protocol", choices=["hosang", "best-overlap", "coco"], default="hosang",
                            help="hosang: greedy one-to-one matching per budget; best-overlap: best IoU of each "
                                 "ground truth (ABO); coco: pycocotools with useCats=0 and maxDets = the budgets")

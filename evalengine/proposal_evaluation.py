@@ -173,6 +173,9 @@ def coco_report(acc, mean_proposals: pl.DataFrame, iou_thresholds) -> dict:
     """The CLI's JSON for the ``coco`` protocol on proposals (pycocotools with ``useCats=0``, ``maxDets`` =
     the budgets): AR@N (area all, the mean recall over the IoU thresholds), recall at each requested threshold
     (one of the protocol's), and the 12 summary numbers."""
+    if len(acc.protocol.max_dets) < 3:
+        raise ProtocolError(f"the coco protocol's 12 numbers need at least 3 budgets (pycocotools' summary reads "
+                            f"maxDets[2]), got {list(acc.protocol.max_dets)}")
     table = ap_table(acc).filter(pl.col("area_range") == "all")
     thresholds = sorted(set(table.get_column("iou_threshold").to_list()))
     recall_at = {}

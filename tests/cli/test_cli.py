@@ -85,6 +85,12 @@ def test_proposal_commands_end_to_end(tmp_path, capsys):
 
     gt, store = GT, str(tmp_path / "s")
     assert main(["proposals", "--gt", gt, "--proposals", DT, "--store", store, "--budgets", "10", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["proposals", "--store", store, "--budgets", "1", "10", "100", "--protocol", "coco", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)  # the stored run evaluated again, under another protocol
+    assert again["protocol"] == "coco" and again["budgets"] == [1, 10, 100] and len(again["stats"]) == 12
+    assert main(["proposals", "--store", store, "--budgets", "1", "100", "--protocol", "coco"]) == 2
+    assert "need at least 3 budgets" in capsys.readouterr().err
     assert main(["baseline", "--gt", gt, "--kind", "uniform", "--per-image", "50", "--store", store]) == 0
     assert main(["baseline", "--gt", gt, "--kind", "sliding-window", "--per-image", "50",
                      "--out", str(tmp_path / "sw.parquet")]) == 0
