@@ -160,3 +160,22 @@ def test_no_evaluated_ground_truth_gives_nulls_per_budget(tmp_path):
     assert report["ar"] == [None, None] and report["recall"]["0.5"] == [None, None]
     assert report["mean_proposals"] == [0.5, 0.5]  # one proposal over two images
     assert ev.oma_report() == {"0.5": [None, None], "0.7": [None, None]}
+
+
+@pytest.mark.parametrize("batch", range(4))
+def test_class_agnostic_coco_on_random_proposal_runs_equals_pycocotools(tmp_path, batch):
+    """The coco protocol on a proposal run (ranked by score, duplicates kept) is pycocotools with useCats=0 on
+    the same file: tied scores across categories, crowd, empty images, > 100 boxes per image."""
+    from tests.generators import random_coco
+
+    for seed in range(batch * 10, batch * 10 + 10):
+        gt, dt = random_coco(seed)
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        (folder / "gt.json").write_text(json.dumps(gt))
+        (folder / "dt.json").write_text(json.dumps(dt))
+        store = api.ingest_proposals(folder / "gt.json", folder / "dt.json", folder / "s",
+                                     order=ProposalOrder(dedup=False), n_shards=2)
+        ours = store.evaluate(CocoProtocol(use_cats=False, max_dets=(1, 10, 100)), run="proposals").stats()
+        ref = pycocotools_eval(gt, dt, use_cats=False, max_dets=(1, 10, 100)).stats
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-12, err_msg=f"seed {seed}")
