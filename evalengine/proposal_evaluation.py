@@ -12,6 +12,7 @@ from evalengine.metrics import oma as oma_metrics
 from evalengine.metrics import recall as recall_metrics
 from evalengine.metrics.ap import ap_table
 from evalengine.metrics.summary import STAT_NAMES, summary_stats
+from evalengine.store.layout import replace_file
 
 BY = ("category_id", "size_bin")
 
@@ -107,10 +108,17 @@ class ProposalEvaluation:
 
     def oma(self, iou_thresholds=(0.5, 0.8), lattice: str = "edges") -> pl.DataFrame:
         """Wang et al.'s recall and OMA per (budget, IoU threshold): per-image means, non-exclusive hits, the
-        random-sampling chance HPRS removed (Eq. 8). OMA vs budget at a threshold, or vs IoU at a budget."""
-        counts = oma_metrics.object_hit_counts(
+        random-sampling chance HPRS removed (Eq. 8). OMA vs budget at a threshold, or vs IoU at a budget.
+        The exact hit counts are cached in the store (``hprs/lattice=L``) and reused by every run and query."""
+        cache = self.store.layout.hit_count_cache(lattice)
+        known = pl.read_parquet(cache) if cache.is_file() else None
+        counts, counted = oma_metrics.object_hit_counts(
             recall_metrics.evaluated_gt_boxes(self.gt_matches(), self.store.gt()).collect(),
-            self.store.images().collect(), iou_thresholds, lattice)
+            self.store.images().collect(), iou_thresholds, lattice, known=known)
+        if counted.height:  # N_hit depends on the image size, box and τ only: kept for every later query
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            merged = counted if known is None else pl.concat([known, counted])
+            replace_file(cache, merged.write_parquet)
         table = oma_metrics.oma(self.gt_matches().collect(), self.image_counts().collect(), counts)
         return self._with_budget_axis(table.lazy())
 

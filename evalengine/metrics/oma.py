@@ -128,9 +128,14 @@ def hprs(n_tol, n_hit_, k) -> np.ndarray:
     return _hprs_kernel(*(a.reshape(-1) for a in arrays)).reshape(shape)
 
 
-def object_hit_counts(gt: pl.DataFrame, images: pl.DataFrame, iou_thresholds, lattice: str = "edges") -> pl.DataFrame:
-    """``gt_id, iou_threshold, n_tol, n_hit`` per ground truth (boxes rounded to the lattice), each distinct
-    (image size, box, τ) counted once."""
+HIT_COUNT_KEYS = ["width", "height", "x1", "y1", "x2", "y2", "iou_threshold"]
+
+
+def object_hit_counts(gt: pl.DataFrame, images: pl.DataFrame, iou_thresholds, lattice: str = "edges",
+                      known: pl.DataFrame | None = None) -> tuple:
+    """``(per_gt, counted)``: ``gt_id, iou_threshold, n_tol, n_hit`` per ground truth (boxes rounded to the
+    lattice), and the distinct (image size, box, τ) rows counted now, ``N_hit`` being computed once per key;
+    keys found in ``known`` (earlier ``counted`` rows: a cache) are not counted again."""
     table = (gt.join(images.select("image_id", "width", "height"), on="image_id", how="left")
              .select("gt_id", "width", "height",
                      pl.col("x").round(0).cast(pl.Int64).alias("x1"), pl.col("y").round(0).cast(pl.Int64).alias("y1"),
@@ -138,16 +143,21 @@ def object_hit_counts(gt: pl.DataFrame, images: pl.DataFrame, iou_thresholds, la
                      (pl.col("y") + pl.col("h")).round(0).cast(pl.Int64).alias("y2")))
     if lattice == "wang":  # Wang et al.'s corners 1..W: a continuous edge e is corner e + 1
         table = table.with_columns(pl.col("x1", "y1", "x2", "y2") + 1)
-    keys = ["width", "height", "x1", "y1", "x2", "y2"]
-    distinct = table.select(keys).unique(maintain_order=True)
+    boxes = table.select(HIT_COUNT_KEYS[:-1]).unique(maintain_order=True)
+    wanted = boxes.join(pl.DataFrame({"iou_threshold": [float(t) for t in iou_thresholds]}), how="cross")
+    known = known if known is not None else pl.DataFrame(schema={**wanted.schema, "n_hit": pl.Int64})
+    missing = wanted.join(known, on=HIT_COUNT_KEYS, how="anti")
     parts = []
-    for tau in iou_thresholds:
-        counts = n_hit(distinct.select("x1", "y1", "x2", "y2").to_numpy(), distinct.get_column("width").to_numpy(),
-                       distinct.get_column("height").to_numpy(), tau, lattice)
-        parts.append(distinct.with_columns(iou_threshold=pl.lit(float(tau)), n_hit=pl.Series(counts),
-                                           n_tol=pl.Series(n_total(distinct.get_column("width").to_numpy(),
-                                                                   distinct.get_column("height").to_numpy(), lattice))))
-    return table.join(pl.concat(parts), on=keys, how="left").select("gt_id", "iou_threshold", "n_tol", "n_hit")
+    for (tau,), group in missing.group_by("iou_threshold", maintain_order=True):
+        counts = n_hit(group.select("x1", "y1", "x2", "y2").to_numpy(), group.get_column("width").to_numpy(),
+                       group.get_column("height").to_numpy(), tau, lattice)
+        parts.append(group.with_columns(n_hit=pl.Series(counts, dtype=pl.Int64)))
+    counted = pl.concat(parts) if parts else known.clear()
+    hits = pl.concat([known.select(*HIT_COUNT_KEYS, "n_hit"), counted]).join(wanted, on=HIT_COUNT_KEYS, how="semi")
+    hits = hits.with_columns(n_tol=pl.Series(n_total(hits.get_column("width").to_numpy(),
+                                                     hits.get_column("height").to_numpy(), lattice), dtype=pl.Int64))
+    per_gt = table.join(hits, on=HIT_COUNT_KEYS[:-1], how="left").select("gt_id", "iou_threshold", "n_tol", "n_hit")
+    return per_gt, counted
 
 
 def oma(gt_matches: pl.DataFrame, image_counts: pl.DataFrame, hit_counts: pl.DataFrame) -> pl.DataFrame:

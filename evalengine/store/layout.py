@@ -10,6 +10,7 @@
     STORE/dt/run=R/shard=k/part-0.parquet
     STORE/proposals/run=R/shard=k/part-0.parquet        (proposal runs, ranked; see store.ranking)
     STORE/proposals/run=R/perturbation.parquet          (a perturbed run's homographies and image sizes)
+    STORE/hprs/lattice=L/part-0.parquet                 (cached exact hit counts of Wang et al.'s HPRS)
     STORE/matches/protocol=P/run=R/{dt,gt}/shard=k/part-0.parquet  (+ protocol.json)
 
 Every write goes to a temporary folder beside its target and is renamed into place, so a failed
@@ -165,6 +166,10 @@ class StoreLayout:
             raise StoreError(f"{self.root}: no proposal run '{run}' "
                              f"(proposal runs: {', '.join(sorted(self.proposal_runs)) or 'none'})")
 
+    def hit_count_cache(self, lattice: str) -> Path:
+        """Wang et al.'s exact N_hit per (image size, box, τ), shared by every proposal run (see metrics.oma)."""
+        return self.root / "hprs" / f"lattice={lattice}" / PART
+
     def matches_dir(self, protocol_key: str, run: str) -> Path:
         return self.root / "matches" / f"protocol={protocol_key}" / f"run={run}"
 
@@ -284,7 +289,7 @@ def _run_row(run: str, n_rows: int, provenance, kind: str = "detections") -> dic
     return {"run": run, "kind": kind, "source": str((provenance or {}).get(run, "")), "n_detections": n_rows}
 
 
-def _replace_file(target: Path, write) -> None:
+def replace_file(target: Path, write) -> None:
     """Write through ``write(path)`` to a temporary file beside ``target``, then rename it over ``target``."""
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
@@ -331,9 +336,9 @@ def _register_run(layout: StoreLayout, row: dict, manifest: dict, provenance) ->
         shutil.rmtree(folder)
     runs = pl.read_parquet(layout.table("runs")).filter(pl.col("run") != run)
     runs = pl.concat([runs, pl.DataFrame([row], schema=schema.RUNS)])
-    _replace_file(layout.table("runs"), runs.write_parquet)
+    replace_file(layout.table("runs"), runs.write_parquet)
     manifest["provenance"] = dict(manifest.get("provenance", {}), **{k: str(v) for k, v in (provenance or {}).items()})
-    _replace_file(layout.root / MANIFEST, lambda p: p.write_text(json.dumps(manifest, indent=2)))
+    replace_file(layout.root / MANIFEST, lambda p: p.write_text(json.dumps(manifest, indent=2)))
     return open_layout(layout.root)
 
 

@@ -3,6 +3,7 @@
 import itertools
 
 import numpy as np
+import polars as pl
 import pytest
 
 from evalengine.metrics.oma import hprs, n_hit, n_total
@@ -113,6 +114,15 @@ def test_oma_end_to_end_equals_direct_computation(tmp_path):
     from evalengine.match.proposals import ProposalProtocol
     ev = store.evaluate_proposals(protocol=ProposalProtocol(budgets=(1, 2, 4)))
     got = ev.oma((0.5, 0.7))
+    cache = pl.read_parquet(store.layout.hit_count_cache("edges"))  # every distinct (size, box, τ) counted once
+    sizes = {im["id"]: (im["width"], im["height"]) for im in images}
+    keys = {(*sizes[a["image_id"]], a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3])
+            for a in anns}
+    assert cache.height == len(keys) * 2
+    for row in cache.iter_rows(named=True):
+        box = (row["x1"], row["y1"], row["x2"], row["y2"])
+        assert row["n_hit"] == _brute_force(row["width"], row["height"], box, row["iou_threshold"], 0)[0]
+    assert ev.oma((0.5, 0.7)).equals(got)  # from the cache
 
     def iou(a, b):
         iw = min(a[2], b[2]) - max(a[0], b[0])
