@@ -114,12 +114,8 @@ class Store:
         from a file or frame (``homographies``), else built for every image from ``kind`` and ``level``."""
         self.layout.check_proposal_run(reference)
         images = self.images().collect()
-        if homographies is None:
-            table = homography_table(images, kind, level)
-        elif isinstance(homographies, pl.DataFrame):
-            table = homographies
-        else:
-            table = read_homographies(homographies, images)
+        table = (homography_table(images, kind, level) if homographies is None
+                 else read_homographies(homographies, images))
         proposal = ProposalRun(iter_proposals(path, images, box_convention), order or ProposalOrder(), box_convention,
                                perturbation=table, kind=kind, level=level, reference=reference, source=str(path))
         return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite))

@@ -48,13 +48,16 @@ def homography_table(images: pl.DataFrame, kind: str, level: float | None = None
     return pl.DataFrame(rows, schema=schema.PERTURBATIONS)
 
 
-def read_homographies(path, images: pl.DataFrame) -> pl.DataFrame:
-    """A homography file, validated against the store's images."""
-    path = Path(path)
-    try:
-        frame = pl.read_parquet(path) if path.suffix.lower() == ".parquet" else pl.read_json(path)
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable homography table ({str(exc).splitlines()[0]})") from exc
+def read_homographies(source, images: pl.DataFrame) -> pl.DataFrame:
+    """A homography table (a frame, or a Parquet/JSON file), validated against the store's images."""
+    if isinstance(source, pl.DataFrame):
+        frame, path = source, "homographies"
+    else:
+        path = Path(source)
+        try:
+            frame = pl.read_parquet(path) if path.suffix.lower() == ".parquet" else pl.read_json(path)
+        except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+            raise InputError(f"{path}: not a readable homography table ({str(exc).splitlines()[0]})") from exc
     missing = {"image_id", "homography", "width", "height"} - set(frame.columns)
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(sorted(missing))}")

@@ -129,3 +129,21 @@ def test_sql_view_equals_api(tmp_path, setup):
                                                                      abs=1e-12)
     assert view.get_column("n_evaluated").item() == api_table.get_column("n_evaluated").item()
     assert view.get_column("n_bins").item() == api_table.get_column("n_bins").item()
+
+
+def test_homographies_given_as_a_table_are_validated(tmp_path, setup):
+    from evalengine.errors import InputError
+
+    store, *_ = setup
+    images = store.images().collect()
+    table = pl.DataFrame({"image_id": images["image_id"], "homography": [np.eye(3).reshape(-1).tolist()] * images.height,
+                          "width": images["width"], "height": images["height"]})
+    same = store.add_perturbed_proposals(tmp_path / "ref.json", "same", "custom", homographies=table,
+                                         order=ProposalOrder("given", dedup=False))
+    assert same.repeatability(["same"]).get_column("repeatability").item() == pytest.approx(1.0, abs=1e-12)
+    with pytest.raises(InputError, match="missing column"):
+        store.add_perturbed_proposals(tmp_path / "ref.json", "bad", "custom", homographies=table.drop("width"))
+    table.with_columns(pl.lit(999).alias("image_id")).head(1).write_parquet(tmp_path / "h.parquet")
+    with pytest.raises(InputError, match="image_id 999 not in the store's images"):
+        store.add_perturbed_proposals(tmp_path / "ref.json", "bad", "custom", homographies=tmp_path / "h.parquet")
+    assert "bad" not in api.open(store.path).layout.proposal_runs  # nothing half-written
