@@ -122,13 +122,15 @@ class Store:
 
     def repeatability(self, runs, reference: str = DEFAULT_PROPOSAL_RUN, top_n: int = 1000, method: str = "exact",
                       empty_bins: str = "skip", touching_gt: bool = False, by_bin: bool = False,
-                      scheduler: str = "threads", workers: int | None = None) -> pl.DataFrame:
+                      scheduler: str = "threads", address: str | None = None,
+                      workers: int | None = None) -> pl.DataFrame:
         """Repeatability of each perturbed run against ``reference`` (Hosang et al. §3), with its kind and level;
         ``by_bin`` gives the area per size bin instead."""
         protocol = RepeatabilityProtocol(reference=reference, top_n=top_n)
         tables = []
         for run in runs:
-            folder = match_repeatability_run(self.layout, run, protocol, scheduler=scheduler, workers=workers)
+            folder = match_repeatability_run(self.layout, run, protocol, scheduler=scheduler, address=address,
+                                             workers=workers)
             tables.append(pl.read_parquet(folder / "ref" / "**" / "*.parquet", hive_partitioning=False)
                           .with_columns(run=pl.lit(run)))
         matches = pl.concat(tables)

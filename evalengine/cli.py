@@ -272,7 +272,7 @@ def _cmd_repeatability(args) -> str:
     table = api.open(args.store).repeatability(args.runs, reference=args.reference, top_n=args.top_n,
                                                method=args.method, empty_bins=args.empty_bins,
                                                touching_gt=args.touching_gt, scheduler=args.scheduler,
-                                               workers=args.workers)
+                                               address=args.address, workers=args.workers)
     return table.write_json() if args.json else _table(table)
 
 
@@ -518,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only reference proposals with IoU >= 0.5 to some ground truth")
     repeat.add_argument("--scheduler", choices=SCHEDULERS, default="threads")
     repeat.add_argument("--workers", type=int, default=None)
+    repeat.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
     repeat.add_argument("--json", action="store_true")
     repeat.set_defaults(func=_cmd_repeatability)
 

@@ -3,7 +3,7 @@
 import pytest
 from distributed import LocalCluster
 
-from evalengine.api import ingest_coco
+from evalengine.api import ingest_coco, ingest_proposals
 from evalengine.errors import EvalEngineError
 from evalengine.match.protocol import CocoProtocol
 from tests.generators import random_coco
@@ -34,13 +34,32 @@ def test_schedulers_agree_with_threads(tmp_path, scheduler):
     _assert_same(got, want)
 
 
+def _proposal_outputs(store, **schedule):
+    """The proposal match table, AR, and the repeatability of the run against itself seen through a flip."""
+    evaluation = store.evaluate_proposals(**schedule)
+    matches = evaluation.gt_matches().drop("shard").sort("gt_id", "budget").collect()
+    repeatability = store.repeatability(["flipped"], **schedule)
+    return matches, evaluation.average_recall(), repeatability
+
+
+def _proposal_store(tmp_path, name):
+    gt, dt = random_coco(8)
+    gt_path, dt_path = write_inputs(tmp_path, gt, dt)
+    store = ingest_proposals(gt_path, dt_path, tmp_path / name, n_shards=6)
+    return store.add_perturbed_proposals(dt_path, "flipped", "flip")
+
+
 def test_distributed_cluster_with_two_worker_processes(tmp_path):
     protocol = CocoProtocol(use_cats=False)
     want = _outputs(_store(tmp_path, "local", seed=8, n_shards=6).evaluate(protocol))
+    want_proposals = _proposal_outputs(_proposal_store(tmp_path, "p-local"))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        got = _outputs(_store(tmp_path, "cluster", seed=8, n_shards=6).evaluate(protocol,
-                                                                              address=cluster.scheduler_address))
+        address = cluster.scheduler_address
+        got = _outputs(_store(tmp_path, "cluster", seed=8, n_shards=6).evaluate(protocol, address=address))
+        got_proposals = _proposal_outputs(_proposal_store(tmp_path, "p-cluster"), address=address)
     _assert_same(got, want)
+    for a, b in zip(got_proposals, want_proposals):  # the hosang and repeatability match tables too
+        assert a.equals(b)
 
 
 def test_unknown_scheduler_is_refused(tmp_path):
