@@ -89,7 +89,8 @@ class Store:
     def add_proposals(self, path, run: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
                       box_convention: str = "continuous", overwrite: bool = False, progress=None) -> "Store":
         """Add a proposal run (see :mod:`evalengine.io.proposals` for the formats), ranked by ``order``."""
-        proposal = ProposalRun(iter_proposals(path, self.images().collect(), box_convention),
+        images = self.images().collect()
+        proposal = ProposalRun(lambda: iter_proposals(path, images, box_convention),
                                order or ProposalOrder(), box_convention, source=str(path))
         return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite,
                                       progress=progress))
@@ -103,7 +104,8 @@ class Store:
             fit = baselines.fit_uniform if kind == "uniform" else baselines.fit_gaussian
             params = fit(self.gt().collect(), images)
         run = run or kind
-        proposal = ProposalRun(baselines.generate(kind, images, per_image, params, seed), ProposalOrder("given"))
+        proposal = ProposalRun(lambda: baselines.generate(kind, images, per_image, params, seed),
+                               ProposalOrder("given"))
         return Store(add_proposal_run(self.layout, run, proposal, overwrite=overwrite,
                                       provenance={run: f"baseline {kind}, {per_image} per image, seed {seed}"}))
 
@@ -116,8 +118,8 @@ class Store:
         images = self.images().collect()
         table = (homography_table(images, kind, level) if homographies is None
                  else read_homographies(homographies, images))
-        proposal = ProposalRun(iter_proposals(path, images, box_convention), order or ProposalOrder(), box_convention,
-                               perturbation=table, kind=kind, level=level, reference=reference, source=str(path))
+        proposal = ProposalRun(lambda: iter_proposals(path, images, box_convention), order or ProposalOrder(),
+                               box_convention, perturbation=table, kind=kind, level=level, reference=reference, source=str(path))
         return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite))
 
     def repeatability(self, runs, reference: str = DEFAULT_PROPOSAL_RUN, top_n: int = 1000, method: str = "exact",
@@ -310,7 +312,7 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
     path = Path(proposals_path)
     rows = estimate_rows(path) if path.is_file() and path.suffix.lower() in (".json", ".parquet") else 0
     shards = n_shards or max(default_shard_count(rows, _PROPOSALS_PER_SHARD), default_shard_count(dataset.gt.height))
-    proposal = ProposalRun(iter_proposals(path, dataset.images, box_convention), order or ProposalOrder(),
+    proposal = ProposalRun(lambda: iter_proposals(path, dataset.images, box_convention), order or ProposalOrder(),
                            box_convention, source=str(path))
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {}, n_shards=shards,
                           provenance={"gt": str(gt_json), run: str(proposals_path)}, overwrite=overwrite,

@@ -91,8 +91,7 @@ class ProposalEvaluation:
 
     def mabo(self) -> pl.DataFrame:
         """MABO per budget: the mean over categories of each category's ABO (Uijlings et al.'s Selective Search)."""
-        per_class = recall_metrics.best_overlap(self.gt_matches(), ["category_id"])
-        return self._with_budget_axis(per_class.group_by("budget").agg(pl.col("abo").mean().alias("mabo")).sort("budget"))
+        return self._with_budget_axis(recall_metrics.mean_best_overlap_per_class(self.gt_matches()))
 
     def per_class(self, budget: int | None = None, iou_thresholds=(0.5, 0.7)) -> pl.DataFrame:
         """AR and recall per category at one budget (default: the largest), from the class-agnostic matching."""

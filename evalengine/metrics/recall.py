@@ -26,18 +26,39 @@ def _iou_column(matcher: str) -> pl.Expr:
     return pl.col(MATCHERS[matcher])
 
 
+def _group_starts(table: pl.DataFrame, keys: list) -> np.ndarray:
+    """Row positions where a run of equal ``keys`` starts in a sorted table."""
+    changed = np.zeros(table.height, bool)
+    changed[:1] = True
+    for key in keys:
+        values = table.get_column(key).to_numpy()
+        changed[1:] |= values[1:] != values[:-1]
+    return np.flatnonzero(changed)
+
+
+def _group_means(table: pl.DataFrame, keys: list, names: list) -> pl.DataFrame:
+    """Mean of ``names`` over runs of equal ``keys`` in a sorted table, summed left to right (NumPy
+    ``reduceat``): the same floats whatever the sharding, the thread count or the file layout."""
+    if table.height == 0:
+        return table.select(*keys, *names)
+    starts = _group_starts(table, keys)
+    counts = np.diff(np.append(starts, table.height))
+    means = {name: np.add.reduceat(table.get_column(name).to_numpy().astype(np.float64), starts) / counts
+             for name in names}
+    return table.select(keys)[starts].with_columns([pl.Series(name, v) for name, v in means.items()])
+
+
 def _aggregate(frame: pl.LazyFrame, values: dict, by: list, aggregation: str) -> pl.LazyFrame:
-    """Mean of each expression in ``values`` per ``by`` group, over annotations or over images."""
+    """Mean of each expression in ``values`` per ``by`` group, over annotations or over images (then images)."""
     if aggregation not in AGGREGATIONS:
         raise ProtocolError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
-    # sorted and materialised (the optimiser drops a sort before a group-by), so that sums run in one order
-    # whatever the sharding: results are bit-identical for any shard count; the frame is one row per GT × budget
-    frame = frame.sort("image_id", "gt_id", *by).collect().lazy()
+    # one row per ground truth × budget: sorted so that every sum runs in the same order
+    table = (frame.select(*by, "image_id", "gt_id", *[expr.alias(name) for name, expr in values.items()])
+             .sort(*by, "image_id", "gt_id").collect())
     if aggregation == "instances":
-        return frame.group_by(by, maintain_order=True).agg([expr.mean().alias(name) for name, expr in values.items()])
-    per_image = (frame.group_by([*by, "image_id"], maintain_order=True)
-                 .agg([expr.mean().alias(name) for name, expr in values.items()]))
-    return per_image.group_by(by, maintain_order=True).agg([pl.col(name).mean() for name in values])
+        return _group_means(table, list(by), list(values)).lazy()
+    per_image = _group_means(table, [*by, "image_id"], list(values))
+    return _group_means(per_image, list(by), list(values)).lazy()
 
 
 def mean_proposals(image_counts: pl.LazyFrame, n_images: int, budgets) -> pl.LazyFrame:
@@ -51,15 +72,38 @@ def mean_proposals(image_counts: pl.LazyFrame, n_images: int, budgets) -> pl.Laz
 
 def recall(gt_matches: pl.LazyFrame, iou_thresholds, matcher: str = "greedy", aggregation: str = "instances",
            by=()) -> pl.LazyFrame:
-    """Recall at each (budget, IoU threshold), optionally per ``by`` columns (e.g. ``category_id``)."""
-    iou = _iou_column(matcher)
-    values = {f"recall@{i}": (iou >= float(t)).cast(pl.Float64) for i, t in enumerate(iou_thresholds)}
-    wide = _aggregate(gt_matches, values, ["budget", *by], aggregation)
-    long = wide.unpivot(index=["budget", *by], variable_name="_t", value_name="recall")
-    thresholds = pl.LazyFrame({"_t": list(values), "iou_threshold": [float(t) for t in iou_thresholds]})
-    return (long.join(thresholds, on="_t").drop("_t")
-            .with_columns(matcher=pl.lit(matcher), aggregation=pl.lit(aggregation))
-            .sort("budget", *by, "iou_threshold"))
+    """Recall at each (budget, IoU threshold), optionally per ``by`` columns (e.g. ``category_id``).
+
+    Per group the IoUs are sorted once and every threshold is a binary search, so a 0.001 grid costs no more
+    than one threshold. Pooled recall is ``count / n``; per-image recall averages ``count_i / n_i`` over the
+    group's images (each ground truth weighing ``1 / (n_images · n_i)``, summed in IoU order)."""
+    if aggregation not in AGGREGATIONS:
+        raise ProtocolError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    keys = ["budget", *by]
+    per_image = pl.len().over(*keys, "image_id")
+    n_images = pl.col("image_id").n_unique().over(keys)
+    table = (gt_matches.select(*keys, "image_id", "gt_id", _iou_column(matcher).alias("_iou"))
+             .with_columns((1.0 / (per_image * n_images)).alias("_weight"))
+             .sort(*keys, "_iou", "gt_id").collect())
+    thresholds = np.array([float(t) for t in iou_thresholds])
+    starts = _group_starts(table, keys)
+    ends = np.append(starts[1:], table.height)
+    ious, weights = table.get_column("_iou").to_numpy(), table.get_column("_weight").to_numpy()
+    rows = []
+    for start, end in zip(starts, ends):
+        values = ious[start:end]
+        below = np.searchsorted(values, thresholds, side="left")  # IoUs < t
+        if aggregation == "instances":
+            result = (values.shape[0] - below) / values.shape[0]
+        else:  # suffix sums of the weights, from the largest IoU down
+            suffix = np.append(np.cumsum(weights[start:end][::-1])[::-1], 0.0)
+            result = suffix[below]
+        group = table.select(keys)[int(start)]
+        rows.append(group.join(pl.DataFrame({"iou_threshold": thresholds, "recall": result}), how="cross"))
+    out = pl.concat(rows) if rows else pl.DataFrame(schema={**table.select(keys).schema, "iou_threshold": pl.Float64,
+                                                              "recall": pl.Float64})
+    return (out.lazy().with_columns(matcher=pl.lit(matcher), aggregation=pl.lit(aggregation))
+            .sort(*keys, "iou_threshold"))
 
 
 def average_recall(gt_matches: pl.LazyFrame, matcher: str = "greedy", aggregation: str = "instances",
@@ -148,5 +192,10 @@ def evaluated_gt_boxes(gt_matches: pl.LazyFrame, gt: pl.LazyFrame) -> pl.LazyFra
 
 def best_overlap(gt_matches: pl.LazyFrame, by=()) -> pl.LazyFrame:
     """ABO: the mean over ground truths of the best IoU over the top-N (non-exclusive), per budget."""
-    return (gt_matches.group_by("budget", *by).agg(pl.col("best_iou").mean().alias("abo"))
-            .sort("budget", *by))
+    return _aggregate(gt_matches, {"abo": pl.col("best_iou")}, ["budget", *by], "instances").sort("budget", *by)
+
+
+def mean_best_overlap_per_class(gt_matches: pl.LazyFrame) -> pl.LazyFrame:
+    """MABO: the mean over categories of each category's ABO (Uijlings et al.'s Selective Search), per budget."""
+    per_class = best_overlap(gt_matches, ["category_id"]).collect()
+    return _group_means(per_class, ["budget"], ["abo"]).rename({"abo": "mabo"}).lazy()

@@ -240,8 +240,9 @@ def _write_run(folder: Path, batches, n_shards: int, progress) -> int:
 
 @dataclass(frozen=True)
 class ProposalRun:
-    """A proposal run to write: its validated batches (schema :data:`evalengine.schema.PROPOSALS_RAW`),
-    how it is ranked, and the box convention its source used (recorded, boxes are stored continuous)."""
+    """A proposal run to write: a function returning its validated batches (schema
+    :data:`evalengine.schema.PROPOSALS_RAW`; called a second time if the source's images turn out to be
+    interleaved), how it is ranked, and the box convention its source used (recorded; boxes are stored continuous)."""
 
     batches: object
     order: ProposalOrder = ProposalOrder()
@@ -261,15 +262,61 @@ class ProposalRun:
         return out
 
 
+class _ImagesNotContiguous(Exception):
+    """The source's images are interleaved: ranking while streaming is not possible."""
+
+
 def _write_proposal_run(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
-    """Shard the proposals as they come, then rank each shard (an image's proposals are all in one shard)."""
+    """Rank the proposals while streaming them into shards when each image's proposals are contiguous in the
+    source (the common case: per-image files, image-sorted tables); otherwise shard them first, then rank each
+    shard (an image's proposals are all in one shard)."""
+    try:
+        n_proposals = _rank_streaming(folder, proposal, n_shards, progress)
+    except _ImagesNotContiguous:
+        shutil.rmtree(folder, ignore_errors=True)
+        n_proposals = _rank_by_shard(folder, proposal, n_shards, progress)
+    if proposal.perturbation is not None:
+        proposal.perturbation.select(list(schema.PERTURBATIONS)).cast(schema.PERTURBATIONS).write_parquet(
+            folder / PERTURBATION)
+    return n_proposals
+
+
+def _rank_streaming(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
+    """Each batch's complete images are ranked and written; the last image waits for the next batch."""
+    batches = proposal.batches()
+    carry, last_done = None, None
+    with ShardWriter(folder, n_shards, schema.PROPOSALS) as writer, _closed(batches):
+        def write(frame: pl.DataFrame) -> None:
+            ranked = rank_proposals(frame, proposal.order, source=proposal.source)
+            writer.write(ranked, shard_of(ranked.get_column("image_id").to_numpy(), n_shards))
+
+        for batch in batches:
+            frame = batch if carry is None else pl.concat([carry, batch])
+            ids = frame.get_column("image_id").to_numpy()
+            if (np.diff(ids) < 0).any() or (last_done is not None and ids[0] <= last_done):
+                raise _ImagesNotContiguous
+            last = pl.col("image_id") == ids[-1]
+            done, carry = frame.filter(~last), frame.filter(last)
+            if done.height:
+                write(done)
+                last_done = int(ids[ids != ids[-1]][-1])
+            if progress:
+                progress(batch.height)
+        if carry is not None and carry.height:
+            write(carry)
+        return writer.close()
+
+
+def _rank_by_shard(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
     raw = folder / ".raw"
-    with ShardWriter(raw, n_shards, schema.PROPOSALS_RAW) as writer, _closed(proposal.batches):
-        for batch in proposal.batches:
+    batches = proposal.batches()
+    with ShardWriter(raw, n_shards, schema.PROPOSALS_RAW) as writer, _closed(batches):
+        for batch in batches:
             writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
             if progress:
                 progress(batch.height)
         n_proposals = writer.close()
+
     def rank_shard(k: int) -> None:
         ranked = rank_proposals(pl.read_parquet(raw / f"shard={k}" / PART), proposal.order, source=proposal.source)
         (folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
@@ -279,9 +326,6 @@ def _write_proposal_run(folder: Path, proposal: ProposalRun, n_shards: int, prog
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Polars releases the GIL
         list(pool.map(rank_shard, range(n_shards)))
     shutil.rmtree(raw)
-    if proposal.perturbation is not None:
-        proposal.perturbation.select(list(schema.PERTURBATIONS)).cast(schema.PERTURBATIONS).write_parquet(
-            folder / PERTURBATION)
     return n_proposals
 
 

@@ -130,3 +130,28 @@ def test_a_failed_ingest_stops_its_threads(tmp_path, gt_path):
         api.ingest_proposals(gt_path, path, tmp_path / "s")
     assert threading.active_count() == before
     del error
+
+
+def test_streaming_ranking_and_the_sharded_fallback_store_the_same_run(tmp_path, gt_path, monkeypatch):
+    """Image-contiguous sources are ranked while streaming; interleaved ones are sharded first, then ranked."""
+    from evalengine.store import layout
+
+    rng = np.random.default_rng(3)
+    rows = [(int(image), *map(float, rng.uniform(0, 40, 2)), *map(float, rng.uniform(1, 30, 2)), float(score))
+            for image, score in zip(rng.choice([7, 9], 400), rng.permutation(400))]
+    interleaved = pl.DataFrame(rows, schema=["image_id", "x1", "y1", "w", "h", "score"], orient="row").with_columns(
+        x2=pl.col("x1") + pl.col("w"), y2=pl.col("y1") + pl.col("h")).drop("w", "h")
+    interleaved.write_parquet(tmp_path / "interleaved.parquet")
+    interleaved.sort("image_id", maintain_order=True).write_parquet(tmp_path / "sorted.parquet")
+    fallback_calls = []
+    original = layout._rank_by_shard
+    monkeypatch.setattr(layout, "_rank_by_shard", lambda *a: fallback_calls.append(1) or original(*a))
+    columns = ["image_id", "rank", "score", "x", "y", "w", "h"]
+    stored = {}
+    for name in ("sorted", "interleaved"):
+        store = api.ingest_proposals(gt_path, tmp_path / f"{name}.parquet", tmp_path / name, n_shards=3)
+        stored[name] = store.proposals().collect().select(columns).sort("image_id", "rank", "score", nulls_last=True)
+        assert not list((tmp_path / name).rglob(".raw"))
+    assert fallback_calls == [1]  # only the interleaved source needed it
+    assert stored["sorted"].equals(stored["interleaved"])
+    assert stored["sorted"].filter(pl.col("rank").is_null()).height == 0

@@ -10,7 +10,7 @@ from evalengine import api, cli
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.protocol import CocoProtocol
 from evalengine.store.ranking import ProposalOrder
-from tests.match.test_proposal_matching import brute_force_greedy
+from tests.match.test_proposal_matching import _iou_matrix, brute_force_greedy
 from tests.reference import pycocotools_eval
 
 FAKE100 = "evalengine/data/instances_val2014_fakebbox100_results.json"
@@ -44,10 +44,12 @@ def _expected(gt, props, budgets):
         for budget in budgets:
             top = [mine[i]["bbox"] for i in ranked][:budget]
             corners = [(x, y, x + w, y + h) for x, y, w, h in top]
-            ious, _ = brute_force_greedy([(a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2],
-                                           a["bbox"][1] + a["bbox"][3]) for a in anns], corners)
-            for ann, iou in zip(anns, ious):
-                out[budget, ann["id"]] = (iou, ann["image_id"], ann["category_id"])
+            gt_corners = [(a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3])
+                          for a in anns]
+            ious, _ = brute_force_greedy(gt_corners, corners)
+            best = _iou_matrix(gt_corners, corners).max(axis=1) if corners else np.zeros(len(anns))
+            for ann, iou, b in zip(anns, ious, best):
+                out[budget, ann["id"]] = (iou, ann["image_id"], ann["category_id"], b)
     return out
 
 
@@ -67,7 +69,9 @@ def test_recall_ar_and_slices_equal_brute_force(tmp_path, seed):
         rec = ev.recall([0.5, 0.7])
         images_ar = ev.average_recall(aggregation="images")
         per_class = ev.average_recall(by=["category_id"])
-        results.append((ar, rec, images_ar, per_class))
+        abo, mabo = ev.best_overlap(), ev.mabo()
+        images_rec = ev.recall([0.5, 0.7], matcher="best", aggregation="images")
+        results.append((ar, rec, images_ar, per_class, abo, mabo, images_rec))
         for budget in budgets:
             ious = np.array([v[0] for (b, _), v in expected.items() if b == budget])
             assert ar.filter(budget=budget).get_column("ar").item() == pytest.approx(
@@ -76,11 +80,23 @@ def test_recall_ar_and_slices_equal_brute_force(tmp_path, seed):
                 assert rec.filter(budget=budget, iou_threshold=t).get_column("recall").item() == pytest.approx(
                     np.mean(ious >= t), abs=1e-12)
             per_image = {}
-            for (b, _), (iou, image_id, _) in expected.items():
+            for (b, _), (iou, image_id, _, _) in expected.items():
                 if b == budget:
                     per_image.setdefault(image_id, []).append(2 * max(iou - 0.5, 0))
             assert images_ar.filter(budget=budget).get_column("ar").item() == pytest.approx(
                 np.mean([np.mean(v) for v in per_image.values()]), abs=1e-12)
+            for t in (0.5, 0.7):  # Wang et al.: per-image recall of best-overlap hits, averaged over images
+                hits = {}
+                for (b, _), v in expected.items():
+                    if b == budget:
+                        hits.setdefault(v[1], []).append(v[3] >= t)
+                got = images_rec.filter(budget=budget, iou_threshold=t).get_column("recall").item()
+                assert got == pytest.approx(np.mean([np.mean(h) for h in hits.values()]), abs=1e-12)
+            best = [v[3] for (b, _), v in expected.items() if b == budget]
+            assert abo.filter(budget=budget).get_column("abo").item() == pytest.approx(np.mean(best), abs=1e-12)
+            per_cat = [np.mean([v[3] for (b, _), v in expected.items() if b == budget and v[2] == c])
+                       for c in (1, 2, 3) if any(v[2] == c for (b, _), v in expected.items() if b == budget)]
+            assert mabo.filter(budget=budget).get_column("mabo").item() == pytest.approx(np.mean(per_cat), abs=1e-12)
             for cat in (1, 2, 3):
                 cat_ious = [v[0] for (b, _), v in expected.items() if b == budget and v[2] == cat]
                 got = per_class.filter(budget=budget, category_id=cat).get_column("ar")
