@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import uuid
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -285,10 +286,19 @@ def _rank_streaming(folder: Path, proposal: ProposalRun, n_shards: int, progress
     """Each batch's complete images are ranked and written; the last image waits for the next batch."""
     batches = proposal.batches()
     carry, last_done = None, None
-    with ShardWriter(folder, n_shards, schema.PROPOSALS) as writer, _closed(batches):
+    workers = os.cpu_count() or 1
+    with ShardWriter(folder, n_shards, schema.PROPOSALS) as writer, _closed(batches), \
+            ThreadPoolExecutor(max_workers=workers) as pool:
+        pending = deque()  # batches being ranked (Polars releases the GIL), written in order: at most one per core
+
+        def flush(keep: int) -> None:
+            while len(pending) > keep:
+                ranked = pending.popleft().result()
+                writer.write(ranked, shard_of(ranked.get_column("image_id").to_numpy(), n_shards))
+
         def write(frame: pl.DataFrame) -> None:
-            ranked = rank_proposals(frame, proposal.order, source=proposal.source)
-            writer.write(ranked, shard_of(ranked.get_column("image_id").to_numpy(), n_shards))
+            pending.append(pool.submit(rank_proposals, frame, proposal.order, proposal.source))
+            flush(workers - 1)
 
         for batch in batches:
             frame = batch if carry is None else pl.concat([carry, batch])
@@ -304,6 +314,7 @@ def _rank_streaming(folder: Path, proposal: ProposalRun, n_shards: int, progress
                 progress(batch.height)
         if carry is not None and carry.height:
             write(carry)
+        flush(0)
         return writer.close()
 
 
