@@ -231,17 +231,16 @@ def _cmd_proposals(args) -> str:
         if not args.store:
             raise EvalEngineError("proposals: give --gt and --proposals, or --store of an existing store")
         payload = _evaluate_proposals(api.open(args.store), args, phases)
-        payload["store"] = str(args.store)
-        return _profiled(args, phases, json.dumps(payload) if args.json else _proposal_table(payload))
-    if args.gt is None or args.proposals is None:
+    elif args.gt is None or args.proposals is None:
         raise EvalEngineError("proposals: --gt and --proposals go together")
-    with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
-        target = Path(args.store) if args.store else Path(tmp) / "store"
-        with phases.phase("ingest", unit="proposals") as advance:
-            store = api.ingest_proposals(args.gt, args.proposals, target, run=args.run, order=order,
-                                         box_convention=args.box_convention, n_shards=args.shards,
-                                         overwrite=args.overwrite, progress=advance)
-        payload = _evaluate_proposals(store, args, phases)
+    else:
+        with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
+            target = Path(args.store) if args.store else Path(tmp) / "store"
+            with phases.phase("ingest", unit="proposals") as advance:
+                store = api.ingest_proposals(args.gt, args.proposals, target, run=args.run, order=order,
+                                             box_convention=args.box_convention, n_shards=args.shards,
+                                             overwrite=args.overwrite, progress=advance)
+            payload = _evaluate_proposals(store, args, phases)
     if args.store:
         payload["store"] = str(args.store)
     return _profiled(args, phases, json.dumps(payload) if args.json else _proposal_table(payload))
