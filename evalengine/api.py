@@ -28,7 +28,9 @@ from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
 from evalengine.progress import Phases
 from evalengine.proposal_evaluation import ProposalEvaluation
-from evalengine.store.layout import ProposalRun, StoreLayout, add_proposal_run, add_run, create_store, open_layout
+from evalengine.store.layout import (
+    ProposalRun, StoreLayout, add_proposal_run, add_run, create_store, open_layout, scan_shards,
+)
 from evalengine.store.ranking import ProposalOrder
 
 DEFAULT_RUN = "default"
@@ -68,11 +70,11 @@ class Store:
         return pl.scan_parquet(self.layout.table("categories"))
 
     def gt(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.path / "gt" / "**" / "*.parquet", hive_partitioning=True)
+        return scan_shards(self.path / "gt")
 
     def dt(self, run: str = DEFAULT_RUN) -> pl.LazyFrame:
         self.layout.check_run(run)
-        return pl.scan_parquet(self.path / "dt" / f"run={run}" / "**" / "*.parquet", hive_partitioning=True)
+        return scan_shards(self.path / "dt" / f"run={run}")
 
     def add_run(self, dt_path, run: str, overwrite: bool = False, progress=None) -> "Store":
         """Add a detection run (a model, or a model under a perturbation) to this store; returns the store."""
@@ -84,7 +86,7 @@ class Store:
 
     def proposals(self, run: str = DEFAULT_PROPOSAL_RUN) -> pl.LazyFrame:
         self.layout.check_proposal_run(run)
-        return pl.scan_parquet(self.path / "proposals" / f"run={run}" / "**" / "*.parquet", hive_partitioning=True)
+        return scan_shards(self.path / "proposals" / f"run={run}")
 
     def add_proposals(self, path, run: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
                       box_convention: str = "continuous", overwrite: bool = False, progress=None) -> "Store":
@@ -133,7 +135,7 @@ class Store:
         for run in runs:
             folder = match_repeatability_run(self.layout, run, protocol, scheduler=scheduler, address=address,
                                              workers=workers)
-            tables.append(pl.read_parquet(folder / "ref" / "**" / "*.parquet", hive_partitioning=False)
+            tables.append(scan_shards(folder / "ref").drop("shard").collect()
                           .with_columns(run=pl.lit(run)))
         matches = pl.concat(tables)
         table = (repeatability_metrics.repeatability_by_bin(matches, method, touching_gt) if by_bin else
@@ -215,10 +217,10 @@ class Evaluation:
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def dt_matches(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.matches_dir / "dt" / "**" / "*.parquet", hive_partitioning=True)
+        return scan_shards(self.matches_dir / "dt")
 
     def gt_matches(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.matches_dir / "gt" / "**" / "*.parquet", hive_partitioning=True)
+        return scan_shards(self.matches_dir / "gt")
 
     @cached_property
     def category_ids(self) -> list:

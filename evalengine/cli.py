@@ -36,12 +36,16 @@ def _protocol_args(parser: argparse.ArgumentParser) -> None:
                              "large:9216:1e10); the summary looks up the labels all/small/medium/large")
     parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
                         help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
+    _schedule_args(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
+    _run_args(parser)
+
+
+def _schedule_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", choices=SCHEDULERS, default="threads", help="Dask scheduler for matching")
     parser.add_argument("--workers", type=int, default=None,
                         help="threads or processes of the local scheduler (default: one per core)")
     parser.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
-    _run_args(parser)
 
 
 def _run_args(parser: argparse.ArgumentParser) -> None:
@@ -478,9 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     proposals.add_argument("--run", default=api.DEFAULT_PROPOSAL_RUN, help="name of the proposal run")
     proposals.add_argument("--overwrite", action="store_true", help="replace an existing store")
     proposals.add_argument("--shards", type=int, default=None)
-    proposals.add_argument("--scheduler", choices=SCHEDULERS, default="threads")
-    proposals.add_argument("--workers", type=int, default=None)
-    proposals.add_argument("--address", default=None)
+    _schedule_args(proposals)
     proposals.add_argument("--json", action="store_true", help="print one JSON object")
     _run_args(proposals)
     proposals.set_defaults(func=_cmd_proposals)
@@ -515,9 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="size bins without proposals: left out (default) or averaged as 0 (the toolbox)")
     repeat.add_argument("--touching-gt", action="store_true",
                         help="only reference proposals with IoU >= 0.5 to some ground truth")
-    repeat.add_argument("--scheduler", choices=SCHEDULERS, default="threads")
-    repeat.add_argument("--workers", type=int, default=None)
-    repeat.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
+    _schedule_args(repeat)
     repeat.add_argument("--json", action="store_true")
     repeat.set_defaults(func=_cmd_repeatability)
 

@@ -12,7 +12,7 @@ from evalengine.metrics import oma as oma_metrics
 from evalengine.metrics import recall as recall_metrics
 from evalengine.metrics.ap import ap_table
 from evalengine.metrics.summary import STAT_NAMES, summary_stats
-from evalengine.store.layout import replace_file
+from evalengine.store.layout import replace_file, scan_shards
 
 BY = ("category_id", "size_bin")
 
@@ -28,10 +28,10 @@ class ProposalEvaluation:
     matches_dir: Path
 
     def gt_matches(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.matches_dir / "gt" / "**" / "*.parquet", hive_partitioning=True)
+        return scan_shards(self.matches_dir / "gt")
 
     def image_counts(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.matches_dir / "images" / "**" / "*.parquet", hive_partitioning=True)
+        return scan_shards(self.matches_dir / "images")
 
     @cached_property
     def n_images(self) -> int:

@@ -65,9 +65,14 @@ def atomic_folder(target: Path, overwrite: bool = False):
         os.replace(tmp, target)
 
 
-def _write(frame: pl.DataFrame, folder: Path) -> None:
+def _write(frame: pl.DataFrame, folder: Path, compression: str = "zstd") -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    frame.write_parquet(folder / PART, statistics=True)
+    frame.write_parquet(folder / PART, compression=compression, statistics=True)
+
+
+def scan_shards(folder: Path) -> pl.LazyFrame:
+    """Every ``shard=k/part-0.parquet`` below ``folder`` as one lazy frame (with its hive columns)."""
+    return pl.scan_parquet(Path(folder) / "**" / "*.parquet", hive_partitioning=True)
 
 
 class ShardWriter:
@@ -330,9 +335,8 @@ def _rank_by_shard(folder: Path, proposal: ProposalRun, n_shards: int, progress)
 
     def rank_shard(k: int) -> None:
         ranked = rank_proposals(pl.read_parquet(raw / f"shard={k}" / PART), proposal.order, source=proposal.source)
-        (folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
         # lz4: zstd took a quarter of the ingest of 50M proposals; rows stay sorted by (image, rank)
-        ranked.write_parquet(folder / f"shard={k}" / PART, compression="lz4", statistics=True)
+        _write(ranked, folder / f"shard={k}", compression="lz4")
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Polars releases the GIL
         list(pool.map(rank_shard, range(n_shards)))
