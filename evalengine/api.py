@@ -56,7 +56,8 @@ class Store:
     layout: StoreLayout
 
     @property
-    def path(self) -> Path:
+    def path(self):
+        """The store's folder (:class:`pathlib.Path`) or object-store URL (:class:`~evalengine.store.location.RemotePath`)."""
         return self.layout.root
 
     @property
@@ -64,10 +65,10 @@ class Store:
         return self.layout.runs
 
     def images(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.layout.table("images"))
+        return pl.scan_parquet(str(self.layout.table("images")))
 
     def categories(self) -> pl.LazyFrame:
-        return pl.scan_parquet(self.layout.table("categories"))
+        return pl.scan_parquet(str(self.layout.table("categories")))
 
     def gt(self) -> pl.LazyFrame:
         return scan_shards(self.path / "gt")
@@ -213,7 +214,7 @@ class Evaluation:
     store: Store
     run: str
     protocol: CocoProtocol
-    matches_dir: Path
+    matches_dir: object
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def dt_matches(self) -> pl.LazyFrame:
@@ -333,7 +334,7 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     phases = phases or Phases()
     threading.Thread(target=warm_up, daemon=True).start()
     with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
-        target = Path(store) if store is not None else Path(tmp) / "store"
+        target = store if store is not None else Path(tmp) / "store"
         with phases.phase("ingest", total=count_rows(dt_path), unit="detections") as advance:
             store_ = ingest_coco(gt_json, dt_path, target, n_shards=n_shards, progress=advance)
         return evaluate_store(store_, protocol, scheduler=scheduler, address=address, phases=phases, workers=workers)

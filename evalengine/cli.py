@@ -20,6 +20,7 @@ from evalengine.metrics.ap import Accumulation
 from evalengine.metrics.summary import STAT_NAMES, format_summary, per_class_frame, summary_stats
 from evalengine.progress import Phases
 from evalengine.proposal_evaluation import coco_mean_proposals, coco_report
+from evalengine.store.location import location
 from evalengine.store.ranking import ORDERINGS, ProposalOrder
 
 
@@ -239,7 +240,7 @@ def _cmd_proposals(args) -> str:
         raise EvalEngineError("proposals: --gt and --proposals go together")
     else:
         with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
-            target = Path(args.store) if args.store else Path(tmp) / "store"
+            target = args.store or Path(tmp) / "store"
             with phases.phase("ingest", unit="proposals") as advance:
                 store = api.ingest_proposals(args.gt, args.proposals, target, run=args.run, order=order,
                                              box_convention=args.box_convention, n_shards=args.shards,
@@ -336,7 +337,7 @@ ORDER BY "all", class"""
 
 def _cmd_demo(args) -> str:
     data = resources.files("evalengine.data")
-    target = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="evalengine-demo-")) / "store"
+    target = location(args.store) if args.store else Path(tempfile.mkdtemp(prefix="evalengine-demo-")) / "store"
     started = time.perf_counter()
     with resources.as_file(data / "instances_val2014_100.json") as gt, \
             resources.as_file(data / "instances_val2014_fakebbox100_results.json") as dt:

@@ -2,7 +2,6 @@
 
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
 import polars as pl
 
@@ -12,7 +11,8 @@ from evalengine.metrics import oma as oma_metrics
 from evalengine.metrics import recall as recall_metrics
 from evalengine.metrics.ap import ap_table
 from evalengine.metrics.summary import STAT_NAMES, summary_stats
-from evalengine.store.layout import replace_file, scan_shards
+from evalengine.store.layout import scan_shards
+from evalengine.store.location import replace_file
 
 BY = ("category_id", "size_bin")
 
@@ -25,7 +25,7 @@ class ProposalEvaluation:
     store: object
     run: str
     protocol: ProposalProtocol
-    matches_dir: Path
+    matches_dir: object  # pathlib.Path or RemotePath
 
     def gt_matches(self) -> pl.LazyFrame:
         return scan_shards(self.matches_dir / "gt")
@@ -110,7 +110,7 @@ class ProposalEvaluation:
         random-sampling chance HPRS removed (Eq. 8). OMA vs budget at a threshold, or vs IoU at a budget.
         The exact hit counts are cached in the store (``hprs/lattice=L``) and reused by every run and query."""
         cache = self.store.layout.hit_count_cache(lattice)
-        known = pl.read_parquet(cache) if cache.is_file() else None
+        known = pl.read_parquet(str(cache)) if cache.is_file() else None
         counts, counted = oma_metrics.object_hit_counts(
             recall_metrics.evaluated_gt_boxes(self.gt_matches(), self.store.gt()).collect(),
             self.store.images().collect(), iou_thresholds, lattice, known=known)

@@ -1,7 +1,6 @@
 """Plans and runs the matching of a stored run, writing its match table atomically."""
 
 import json
-from pathlib import Path
 
 import polars as pl
 
@@ -12,6 +11,7 @@ from evalengine.match.protocol import CocoProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol, match_repeatability_shard
 from evalengine.match.proposals import ProposalProtocol, as_detections, match_proposal_shard
 from evalengine.store.layout import PART, StoreLayout, atomic_folder
+from evalengine.store.location import location
 
 PROTOCOL_FILE = "protocol.json"
 MATCH_ROW_GROUP = 16_384
@@ -19,9 +19,9 @@ MATCH_ROW_GROUP = 16_384
 
 def _write_sides(out_dir: str, shard: int, sides: dict) -> None:
     for side, frame in sides.items():
-        folder = Path(out_dir) / side / f"shard={shard}"
+        folder = location(out_dir) / side / f"shard={shard}"
         folder.mkdir(parents=True, exist_ok=True)
-        frame.write_parquet(folder / PART, row_group_size=MATCH_ROW_GROUP, compression="lz4")
+        frame.write_parquet(str(folder / PART), row_group_size=MATCH_ROW_GROUP, compression="lz4")
 
 
 def _match_one_shard(gt_path: str, dt_path: str, out_dir: str, shard: int, category_ids, protocol,
@@ -42,20 +42,21 @@ def _match_one_proposal_shard(gt_path: str, proposals_path: str, out_dir: str, s
     return gt_matches.height
 
 
-def _matched(target: Path, protocol) -> bool:
+def _matched(target, protocol) -> bool:
     recorded = target / PROTOCOL_FILE
     return recorded.is_file() and json.loads(recorded.read_text()).get("match") == protocol.match_params()
 
 
-def _run_matching(target: Path, task, args, protocol, **schedule) -> Path:
+def _run_matching(target, task, args, protocol, **schedule):
     with atomic_folder(target, overwrite=True) as tmp:
         run_shard_tasks(task, [(a[0], a[1], str(tmp), *a[2:]) for a in args], **schedule)
+        # last: on an object store it commits the table
         (tmp / PROTOCOL_FILE).write_text(json.dumps(protocol.description(), indent=2))
     return target
 
 
 def match_run(layout: StoreLayout, run: str, protocol: CocoProtocol, scheduler="threads", address=None,
-              on_shard_done=None, workers=None) -> Path:
+              on_shard_done=None, workers=None):
     """Match ``run`` under ``protocol`` unless a match table with the same parameters exists; return its folder.
 
     ``run`` may be a proposal run when ``protocol.use_cats`` is off: its ranked proposals are matched as
@@ -68,7 +69,7 @@ def match_run(layout: StoreLayout, run: str, protocol: CocoProtocol, scheduler="
     target = layout.matches_dir(protocol.match_key(), run)
     if _matched(target, protocol):
         return target
-    category_ids = pl.read_parquet(layout.table("categories"), columns=["category_id"]).get_column("category_id").to_list()
+    category_ids = pl.read_parquet(str(layout.table("categories")), columns=["category_id"]).get_column("category_id").to_list()
     shard_path = layout.proposal_shard if from_proposals else layout.dt_shard
     ordering = layout.proposal_runs[run]["ordering"] if from_proposals else None
     args = [(str(layout.gt_shard(k)), str(shard_path(run, k)), k, category_ids, protocol, ordering)
@@ -78,7 +79,7 @@ def match_run(layout: StoreLayout, run: str, protocol: CocoProtocol, scheduler="
 
 
 def match_proposal_run(layout: StoreLayout, run: str, protocol: ProposalProtocol, scheduler="threads", address=None,
-                       on_shard_done=None, workers=None) -> Path:
+                       on_shard_done=None, workers=None):
     """Match proposal run ``run`` to the ground truth at every budget of ``protocol`` (reused when stored)."""
     layout.check_proposal_run(run)
     target = layout.matches_dir(protocol.match_key(), run)
@@ -99,7 +100,7 @@ def _match_one_repeatability_shard(gt_path: str, reference_path: str, out_dir: s
 
 
 def match_repeatability_run(layout: StoreLayout, run: str, protocol: RepeatabilityProtocol, scheduler="threads",
-                            address=None, on_shard_done=None, workers=None) -> Path:
+                            address=None, on_shard_done=None, workers=None):
     """Match perturbed proposal run ``run`` to ``protocol.reference`` (reused when stored)."""
     layout.check_proposal_run(run)
     layout.check_proposal_run(protocol.reference)

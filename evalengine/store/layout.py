@@ -14,7 +14,8 @@
     STORE/matches/protocol=P/run=R/{dt,gt}/shard=k/part-0.parquet  (+ protocol.json)
 
 Every write goes to a temporary folder beside its target and is renamed into place, so a failed
-ingest or match leaves no partial table behind.
+ingest or match leaves no partial table behind. ``STORE`` may also be an object-store URL
+(see :mod:`evalengine.store.location`).
 """
 
 import json
@@ -26,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from evalengine import __version__, schema
 from evalengine.errors import StoreError
+from evalengine.store.location import is_remote, location, remove_tree, replace_file, replace_text
 from evalengine.store.ranking import ProposalOrder, rank_proposals
 from evalengine.store.sharding import shard_of
 
@@ -43,11 +44,23 @@ PERTURBATION = "perturbation.parquet"
 
 
 @contextmanager
-def atomic_folder(target: Path, overwrite: bool = False):
-    """Yield a temporary folder that replaces ``target`` only if the block completes."""
-    target = Path(target)
+def atomic_folder(target, overwrite: bool = False):
+    """Yield a temporary folder that replaces ``target`` only if the block completes.
+
+    On an object store (no rename) the block writes to ``target`` itself, which is emptied first when
+    overwriting; the block writes the file that makes its table visible last, and a failure deletes the folder.
+    """
+    target = location(target)
     if target.exists() and not overwrite:
         raise StoreError(f"{target}: already exists (pass overwrite to replace it)")
+    if is_remote(target):
+        remove_tree(target)
+        try:
+            yield target
+        except BaseException:
+            remove_tree(target)
+            raise
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
@@ -65,14 +78,14 @@ def atomic_folder(target: Path, overwrite: bool = False):
         os.replace(tmp, target)
 
 
-def _write(frame: pl.DataFrame, folder: Path, compression: str = "zstd") -> None:
+def _write(frame: pl.DataFrame, folder, compression: str = "zstd") -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    frame.write_parquet(folder / PART, compression=compression, statistics=True)
+    frame.write_parquet(str(folder / PART), compression=compression, statistics=True)
 
 
-def scan_shards(folder: Path) -> pl.LazyFrame:
+def scan_shards(folder) -> pl.LazyFrame:
     """Every ``shard=k/part-0.parquet`` below ``folder`` as one lazy frame (with its hive columns)."""
-    return pl.scan_parquet(Path(folder) / "**" / "*.parquet", hive_partitioning=True)
+    return pl.scan_parquet(str(location(folder) / "**" / "*.parquet"), hive_partitioning=True)
 
 
 class ShardWriter:
@@ -82,8 +95,8 @@ class ShardWriter:
     so every shard of a table exists.
     """
 
-    def __init__(self, folder: Path, n_shards: int, table_schema: dict):
-        self.folder = Path(folder)
+    def __init__(self, folder, n_shards: int, table_schema: dict):
+        self.folder = location(folder)
         self.n_shards = n_shards
         self.arrow_schema = pl.DataFrame(schema=table_schema).to_arrow().schema
         self.writers = {}
@@ -100,7 +113,7 @@ class ShardWriter:
             if k not in self.writers:
                 (self.folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
                 # dictionary encoding costs twice the write time on box and score columns and rarely pays
-                self.writers[k] = pq.ParquetWriter(self.folder / f"shard={k}" / PART, self.arrow_schema,
+                self.writers[k] = pq.ParquetWriter(str(self.folder / f"shard={k}" / PART), self.arrow_schema,
                                                    use_dictionary=False)
         # pyarrow releases the GIL while encoding: shards are written on all cores
         list(self._pool.map(lambda k: self.writers[k].write_table(table.slice(bounds[k], bounds[k + 1] - bounds[k])),
@@ -128,7 +141,7 @@ class ShardWriter:
                 self.writers[k].close()
             else:
                 (self.folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
-                pq.write_table(self.arrow_schema.empty_table(), self.folder / f"shard={k}" / PART)
+                pq.write_table(self.arrow_schema.empty_table(), str(self.folder / f"shard={k}" / PART))
         return self.rows
 
 
@@ -136,7 +149,7 @@ class ShardWriter:
 class StoreLayout:
     """Paths and manifest of an existing store."""
 
-    root: Path
+    root: object  # pathlib.Path or evalengine.store.location.RemotePath
     manifest: dict
 
     @property
@@ -147,13 +160,13 @@ class StoreLayout:
     def runs(self) -> list:
         return list(self.manifest["runs"])
 
-    def table(self, name: str) -> Path:
+    def table(self, name: str):
         return self.root / name / PART
 
-    def gt_shard(self, k: int) -> Path:
+    def gt_shard(self, k: int):
         return self.root / "gt" / f"shard={k}" / PART
 
-    def dt_shard(self, run: str, k: int) -> Path:
+    def dt_shard(self, run: str, k: int):
         return self.root / "dt" / f"run={run}" / f"shard={k}" / PART
 
     @property
@@ -161,10 +174,10 @@ class StoreLayout:
         """Proposal run name → its ordering, de-duplication and box convention."""
         return dict(self.manifest.get("proposal_runs", {}))
 
-    def proposal_shard(self, run: str, k: int) -> Path:
+    def proposal_shard(self, run: str, k: int):
         return self.root / "proposals" / f"run={run}" / f"shard={k}" / PART
 
-    def perturbation(self, run: str) -> Path:
+    def perturbation(self, run: str):
         return self.root / "proposals" / f"run={run}" / PERTURBATION
 
     def check_proposal_run(self, run: str) -> None:
@@ -172,11 +185,11 @@ class StoreLayout:
             raise StoreError(f"{self.root}: no proposal run '{run}' "
                              f"(proposal runs: {', '.join(sorted(self.proposal_runs)) or 'none'})")
 
-    def hit_count_cache(self, lattice: str) -> Path:
+    def hit_count_cache(self, lattice: str):
         """Wang et al.'s exact N_hit per (image size, box, τ), shared by every proposal run (see metrics.oma)."""
         return self.root / "hprs" / f"lattice={lattice}" / PART
 
-    def matches_dir(self, protocol_key: str, run: str) -> Path:
+    def matches_dir(self, protocol_key: str, run: str):
         return self.root / "matches" / f"protocol={protocol_key}" / f"run={run}"
 
     def check_run(self, run: str) -> None:
@@ -198,7 +211,7 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
         raise StoreError(f"{path}: run name(s) {', '.join(sorted(clash))} used for both detections and proposals")
     if n_shards < 1:
         raise StoreError(f"n_shards must be >= 1, got {n_shards}")
-    path = Path(path)
+    path = location(path)
     images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
     with atomic_folder(path, overwrite=overwrite) as tmp:
         _write(images, tmp / "images")
@@ -225,7 +238,7 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
             "proposal_runs": {run: proposal.description() for run, proposal in sorted(proposal_runs.items())},
             "provenance": {k: str(v) for k, v in (provenance or {}).items()},
         }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))  # last: on an object store it commits the store
     return open_layout(path)
 
 
@@ -235,7 +248,7 @@ def _closed(batches):
     return closing(batches) if hasattr(batches, "close") else nullcontext()
 
 
-def _write_run(folder: Path, batches, n_shards: int, progress) -> int:
+def _write_run(folder, batches, n_shards: int, progress) -> int:
     with ShardWriter(folder, n_shards, schema.DT) as writer, _closed(batches):
         for batch in batches:
             writer.write(batch, shard_of(batch.get_column("image_id").to_numpy(), n_shards))
@@ -272,22 +285,22 @@ class _ImagesNotContiguous(Exception):
     """The source's images are interleaved: ranking while streaming is not possible."""
 
 
-def _write_proposal_run(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
+def _write_proposal_run(folder, proposal: ProposalRun, n_shards: int, progress) -> int:
     """Rank the proposals while streaming them into shards when each image's proposals are contiguous in the
     source (the common case: per-image files, image-sorted tables); otherwise shard them first, then rank each
     shard (an image's proposals are all in one shard)."""
     try:
         n_proposals = _rank_streaming(folder, proposal, n_shards, progress)
     except _ImagesNotContiguous:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
         n_proposals = _rank_by_shard(folder, proposal, n_shards, progress)
     if proposal.perturbation is not None:
         proposal.perturbation.select(list(schema.PERTURBATIONS)).cast(schema.PERTURBATIONS).write_parquet(
-            folder / PERTURBATION)
+            str(folder / PERTURBATION))
     return n_proposals
 
 
-def _rank_streaming(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
+def _rank_streaming(folder, proposal: ProposalRun, n_shards: int, progress) -> int:
     """Each batch's complete images are ranked and written; the last image waits for the next batch."""
     batches = proposal.batches()
     carry, last_done = None, None
@@ -323,7 +336,7 @@ def _rank_streaming(folder: Path, proposal: ProposalRun, n_shards: int, progress
         return writer.close()
 
 
-def _rank_by_shard(folder: Path, proposal: ProposalRun, n_shards: int, progress) -> int:
+def _rank_by_shard(folder, proposal: ProposalRun, n_shards: int, progress) -> int:
     raw = folder / ".raw"
     batches = proposal.batches()
     with ShardWriter(raw, n_shards, schema.PROPOSALS_RAW) as writer, _closed(batches):
@@ -334,28 +347,18 @@ def _rank_by_shard(folder: Path, proposal: ProposalRun, n_shards: int, progress)
         n_proposals = writer.close()
 
     def rank_shard(k: int) -> None:
-        ranked = rank_proposals(pl.read_parquet(raw / f"shard={k}" / PART), proposal.order, source=proposal.source)
+        ranked = rank_proposals(pl.read_parquet(str(raw / f"shard={k}" / PART)), proposal.order, source=proposal.source)
         # lz4: zstd took a quarter of the ingest of 50M proposals; rows stay sorted by (image, rank)
         _write(ranked, folder / f"shard={k}", compression="lz4")
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # Polars releases the GIL
         list(pool.map(rank_shard, range(n_shards)))
-    shutil.rmtree(raw)
+    remove_tree(raw)
     return n_proposals
 
 
 def _run_row(run: str, n_rows: int, provenance, kind: str = "detections") -> dict:
     return {"run": run, "kind": kind, "source": str((provenance or {}).get(run, "")), "n_detections": n_rows}
-
-
-def replace_file(target: Path, write) -> None:
-    """Write through ``write(path)`` to a temporary file beside ``target``, then rename it over ``target``."""
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def add_run(layout: StoreLayout, run: str, batches, provenance=None, overwrite: bool = False, progress=None):
@@ -391,19 +394,19 @@ def _check_new_run(layout: StoreLayout, run: str, overwrite: bool, taken) -> Non
 def _register_run(layout: StoreLayout, row: dict, manifest: dict, provenance) -> StoreLayout:
     """Drop the stale match tables of a (re)written run, then replace the runs table and the manifest."""
     run = row["run"]
-    for folder in (layout.root / "matches").glob(f"*/run={run}"):  # match tables of a replaced run no longer hold
-        shutil.rmtree(folder)
-    runs = pl.read_parquet(layout.table("runs")).filter(pl.col("run") != run)
+    for folder in list((layout.root / "matches").glob(f"*/run={run}")):  # a replaced run's match tables no longer hold
+        remove_tree(folder)
+    runs = pl.read_parquet(str(layout.table("runs"))).filter(pl.col("run") != run)
     runs = pl.concat([runs, pl.DataFrame([row], schema=schema.RUNS)])
     replace_file(layout.table("runs"), runs.write_parquet)
     manifest["provenance"] = dict(manifest.get("provenance", {}), **{k: str(v) for k, v in (provenance or {}).items()})
-    replace_file(layout.root / MANIFEST, lambda p: p.write_text(json.dumps(manifest, indent=2)))
+    replace_text(layout.root / MANIFEST, json.dumps(manifest, indent=2))
     return open_layout(layout.root)
 
 
 def open_layout(path) -> StoreLayout:
     """Open an existing store, checking its manifest."""
-    path = Path(path)
+    path = location(path)
     manifest_path = path / MANIFEST
     if not manifest_path.is_file():
         raise StoreError(f"{path}: not an evalengine store (no {MANIFEST})")
