@@ -11,16 +11,22 @@ import time
 
 
 def evalengine_stats(gt, dt):
-    from evalengine import evaluate_coco
-    from evalengine.metrics.summary import summary_stats
-
-    return summary_stats(evaluate_coco(gt, dt))
+    return _evalengine_command(["coco", "--gt", gt, "--dt", dt])
 
 
 def evalengine_store_stats(_gt, store):
-    import evalengine
+    return _evalengine_command(["evaluate", store])
 
-    return evalengine.open(store).evaluate().stats()
+
+def _evalengine_command(argv):
+    """What the ``evalengine`` command does (its JSON output, parsed)."""
+    from evalengine.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        if main([*argv, "--json", "--quiet"]) != 0:
+            raise SystemExit(f"evalengine {' '.join(argv)} failed")
+    return json.loads(out.getvalue())["stats"]
 
 
 def pycocotools_stats(gt, dt):
@@ -66,4 +72,8 @@ if __name__ == "__main__":
     tool, gt, dt = sys.argv[1:4]
     started = time.perf_counter()
     stats = TOOLS[tool](gt, dt)
-    print(json.dumps({"tool": tool, "stats": stats, "in_process_seconds": time.perf_counter() - started}))
+    print(json.dumps({"tool": tool, "stats": stats, "in_process_seconds": time.perf_counter() - started}), flush=True)
+    if tool.startswith("evalengine"):
+        from evalengine.cli import end_process
+
+        end_process(0)  # as the evalengine command ends

@@ -1,7 +1,9 @@
 """The ``evalengine`` command."""
 
 import argparse
+import atexit
 import json
+import os
 import sys
 import tempfile
 import time
@@ -557,5 +559,19 @@ def main(argv=None) -> int:
     return 0
 
 
+def run() -> None:
+    """The ``evalengine`` command: :func:`main`, then :func:`end_process`."""
+    end_process(main())
+
+
+def end_process(code: int) -> None:
+    """End the process without tearing the interpreter down module by module (numba's and Polars' teardown took
+    ~0.6 s of every command); exit handlers run and output is flushed first, every file is already closed."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

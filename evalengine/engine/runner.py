@@ -12,6 +12,18 @@ from evalengine.errors import EvalEngineError
 SCHEDULERS = ("sync", "threads", "processes")
 
 
+def _local_scheduler(name: str):
+    """Dask's local scheduler by name, as the function itself: a name makes Dask import ``distributed`` to look for
+    a default client first (~0.5 s per command)."""
+    if name == "threads":
+        from dask.threaded import get
+    elif name == "processes":
+        from dask.multiprocessing import get
+    else:
+        from dask.local import get_sync as get
+    return get
+
+
 class _TaskDone(Callback):
     """Calls ``on_done()`` after each task of the local schedulers finishes."""
 
@@ -44,4 +56,4 @@ def run_shard_tasks(task, shard_args, scheduler: str = "threads", address: str |
     if scheduler not in SCHEDULERS:
         raise EvalEngineError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
     with _TaskDone(on_done):
-        return list(dask.compute(*delayed, scheduler=scheduler, num_workers=workers))
+        return list(dask.compute(*delayed, scheduler=_local_scheduler(scheduler), num_workers=workers))

@@ -23,7 +23,7 @@ BUCKET = "evalengine-test"
 @pytest.fixture(scope="module")
 def s3():
     """A moto S3 server on 127.0.0.1 and the standard AWS environment pointing at it (inherited by Dask workers)."""
-    boto3 = pytest.importorskip("boto3")
+    import boto3  # with moto, a test extra
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
