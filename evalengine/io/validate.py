@@ -27,6 +27,12 @@ def read_json(path: Path, json_schema: dict | None, source=None, offset: int = 0
     """
     if source is None and not path.is_file():
         raise InputError(f"{path}: no such file")
+    lines = _as_json_lines(source) if json_schema is not None and source is not None else None
+    if lines is not None:
+        try:
+            return pl.read_ndjson(io.BytesIO(lines), schema=json_schema)
+        except (pl.exceptions.PolarsError, ValueError):
+            pass  # parsed again as a list below, which locates the error
     try:
         return pl.read_json(path if source is None else io.BytesIO(source), schema=json_schema,
                             infer_schema_length=None)
@@ -35,6 +41,22 @@ def read_json(path: Path, json_schema: dict | None, source=None, offset: int = 0
         found = re.search(r"at character (\d+)", first_line)
         where = _context(path, offset + int(found.group(1))) if found else ""
         raise InputError(f"{path}: not a valid COCO JSON file of the expected shape ({first_line}){where}") from exc
+
+
+def _as_json_lines(text: bytes) -> bytes | None:
+    """A JSON list of one-line objects as JSON Lines (``},{`` or ``}, {`` between them), which Polars parses on
+    every core (a list on one). A separator inside a string leaves that line unterminated, so a wrong split
+    fails to parse rather than misread; None when the text is not such a list."""
+    body = text.strip()
+    if not (body.startswith(b"[") and body.endswith(b"]")):
+        return None
+    body = body[1:-1]
+    if not body.strip():
+        return None
+    for separator in (b"},{", b"}, {"):
+        if separator in body:
+            return body.replace(separator, b"}\n{")
+    return body
 
 
 def _context(path: Path, at: int) -> str:

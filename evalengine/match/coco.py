@@ -118,25 +118,28 @@ def _coco_match_kernel(
     return dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched
 
 
-def prepare_gt(gt: pl.DataFrame, category_ids) -> pl.DataFrame:
-    """Ground truths of evaluated categories in pycocotools order: image, category, file order."""
+def prepare_gt(gt: pl.DataFrame, category_ids, use_cats: bool = True) -> pl.DataFrame:
+    """Ground truths of evaluated categories in pycocotools order within each group (file order; by category, then
+    file order, when categories are pooled). Groups run by category, then image, so that the match table comes out
+    grouped by category (by image when pooled)."""
     gt = gt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode()))
-    order = np.lexsort([gt.get_column(c).to_numpy() for c in ("gt_order", "category_id", "image_id")])
-    return gt[order]
+    keys = ["category_id", "image_id", "gt_order"] if use_cats else ["image_id", "category_id", "gt_order"]
+    return gt.sort(keys)
 
 
 def prepare_dt(dt: pl.DataFrame, category_ids, protocol: CocoProtocol) -> pl.DataFrame:
-    """Detections of evaluated categories, score-sorted per group, ranked, cut to ``maxDets[-1]``."""
+    """Detections of evaluated categories, score-sorted per group (ties: file order, as pycocotools' stable sort),
+    ranked, cut to ``maxDets[-1]``; groups in :func:`prepare_gt`'s order."""
     dt = dt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode()))
+    score = pl.col("score") + 0.0  # -0.0 ties with 0.0, as in pycocotools' sort
+    keys = ([pl.col("category_id"), pl.col("image_id"), score, pl.col("det_id")] if protocol.use_cats
+            else [pl.col("image_id"), score, pl.col("category_id"), pl.col("det_id")])
+    dt = dt.sort(keys, descending=[key is score for key in keys])
     image = dt.get_column("image_id").to_numpy()
-    category = dt.get_column("category_id").to_numpy()
-    tie_order = ["det_id"] if protocol.use_cats else ["det_id", "category_id"]
-    keys = [dt.get_column(c).to_numpy() for c in tie_order] + [-dt.get_column("score").to_numpy()]
-    keys += [category, image] if protocol.use_cats else [image]
-    order = np.lexsort(keys)  # the last key is the primary one
-    rank = _rank_in_group(image[order], category[order] if protocol.use_cats else np.zeros_like(category))
+    category = dt.get_column("category_id").to_numpy() if protocol.use_cats else np.zeros_like(image)
+    rank = _rank_in_group(image, category)
     keep = rank < protocol.max_det_cap
-    return dt[order[keep]].with_columns(pl.Series("dt_rank", rank[keep], dtype=pl.Int32))
+    return dt.filter(keep).with_columns(pl.Series("dt_rank", rank[keep], dtype=pl.Int32))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -157,9 +160,10 @@ def warm_up() -> None:
 
 
 @numba.njit(cache=True, nogil=True)
-def merge_groups(gt_image, gt_category, dt_image, dt_category, use_cats):
-    """(gt_start, gt_len, dt_start, dt_len) of every group present on either side; both sides sorted by group."""
-    n_gt, n_dt = gt_image.shape[0], dt_image.shape[0]
+def merge_groups(gt_key, gt_subkey, dt_key, dt_subkey, use_subkey):
+    """(gt_start, gt_len, dt_start, dt_len) of every group present on either side; a group is a run of equal key
+    (and subkey, with ``use_subkey``), both sides sorted by (key, subkey)."""
+    n_gt, n_dt = gt_key.shape[0], dt_key.shape[0]
     out = np.empty((n_gt + n_dt, 4), np.int64)
     i = j = n = 0
     while i < n_gt or j < n_dt:
@@ -169,16 +173,16 @@ def merge_groups(gt_image, gt_category, dt_image, dt_category, use_cats):
             side = 1
         else:
             side = 0
-            if gt_image[i] != dt_image[j]:
-                side = -1 if gt_image[i] < dt_image[j] else 1
-            elif use_cats and gt_category[i] != dt_category[j]:
-                side = -1 if gt_category[i] < dt_category[j] else 1
+            if gt_key[i] != dt_key[j]:
+                side = -1 if gt_key[i] < dt_key[j] else 1
+            elif use_subkey and gt_subkey[i] != dt_subkey[j]:
+                side = -1 if gt_subkey[i] < dt_subkey[j] else 1
         i0, j0 = i, j
         if side <= 0:
-            while i < n_gt and gt_image[i] == gt_image[i0] and (not use_cats or gt_category[i] == gt_category[i0]):
+            while i < n_gt and gt_key[i] == gt_key[i0] and (not use_subkey or gt_subkey[i] == gt_subkey[i0]):
                 i += 1
         if side >= 0:
-            while j < n_dt and dt_image[j] == dt_image[j0] and (not use_cats or dt_category[j] == dt_category[j0]):
+            while j < n_dt and dt_key[j] == dt_key[j0] and (not use_subkey or dt_subkey[j] == dt_subkey[j0]):
                 j += 1
         out[n, 0], out[n, 1], out[n, 2], out[n, 3] = i0, i - i0, j0, j - j0
         n += 1
@@ -192,14 +196,15 @@ def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:
 
 def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol):
     """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`)."""
-    gt = prepare_gt(gt, category_ids)
+    gt = prepare_gt(gt, category_ids, protocol.use_cats)
     dt = prepare_dt(dt, category_ids, protocol)
 
     def col(frame, name, dtype=np.float64):
         return frame.get_column(name).to_numpy().astype(dtype, copy=False)
 
-    groups = merge_groups(col(gt, "image_id", np.int64), col(gt, "category_id", np.int64),
-                           col(dt, "image_id", np.int64), col(dt, "category_id", np.int64), protocol.use_cats)
+    first, second = ("category_id", "image_id") if protocol.use_cats else ("image_id", "category_id")
+    groups = merge_groups(col(gt, first, np.int64), col(gt, second, np.int64),
+                          col(dt, first, np.int64), col(dt, second, np.int64), protocol.use_cats)
 
     def boxes(frame):
         return np.ascontiguousarray(frame.select("x", "y", "w", "h").to_numpy().astype(np.float64))

@@ -122,3 +122,46 @@ def test_prefetched_json_gives_the_same_batches_and_errors(tmp_path):
         list(iter_detections(bad, dataset, prefetched=prefetch(bad)))
     pl.DataFrame({"image_id": [1]}).write_parquet(tmp_path / "d.parquet")
     assert prefetch(tmp_path / "d.parquet") is None
+
+
+def test_json_list_layouts_parse_alike(tmp_path):
+    """A result list of one-line objects is parsed as JSON Lines (on every core); any other layout as a list. Both
+    give the same rows, and a separator inside a string cannot split an object."""
+    import json
+
+    from evalengine.io.validate import _as_json_lines
+
+    dataset = read_coco_gt(GT)
+    objects = json.loads(DT.read_text())
+    objects[0]["note"] = "a},{b}, {c"  # unused field: the separators inside a string
+    objects[1]["note"] = "quote \" and unicode \u00e9 \\ },{"
+    objects[2]["bbox"] = [int(v) for v in objects[2]["bbox"]]  # integers read as floats
+    layouts = {
+        "compact": json.dumps(objects, separators=(",", ":")),
+        "default": json.dumps(objects),
+        "indented": json.dumps(objects, indent=2),
+        "one line per object": "[\n" + ",\n".join(json.dumps(o) for o in objects) + "\n]",
+    }
+    frames = {}
+    for name, text in layouts.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(text)
+        frames[name] = read_detections(path, dataset)
+    assert _as_json_lines(layouts["compact"].encode()) is not None
+    assert _as_json_lines(layouts["default"].encode()) is not None
+    want = read_detections(DT, dataset).with_columns(
+        pl.when(pl.col("det_id") == 3).then(pl.col(c).floor()).otherwise(pl.col(c)).alias(c) for c in "xywh")
+    for name, frame in frames.items():
+        assert frame.drop("area").equals(want.drop("area")), name
+
+
+def test_json_lines_fast_path_keeps_located_errors(tmp_path):
+    """A value the JSON Lines parse refuses is parsed again as a list, whose error names the place in the file."""
+    import json
+
+    objects = json.loads(DT.read_text())[:5]
+    text = json.dumps(objects).replace(str(objects[3]["score"]), "NaN", 1)
+    path = tmp_path / "nan.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"nan.json: not a valid COCO JSON file.*near: .*NaN.*NaN and Infinity"):
+        read_detections(path, read_coco_gt(GT))
