@@ -13,6 +13,7 @@ import polars as pl
 from evalengine import baselines, schema
 from evalengine import sql as sql_views
 from evalengine.engine.matching import match_proposal_run, match_repeatability_run, match_run
+from evalengine.engine.memory import keep_freed_memory
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
 from evalengine.io.metadata import with_image_metadata
@@ -277,6 +278,7 @@ class Evaluation:
 
 def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.open(path)
     """Open an existing store."""
+    keep_freed_memory()
     return Store(open_layout(path))
 
 
@@ -285,6 +287,7 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
     :mod:`evalengine.io.detections`) and write them as a new store, streaming the detections into shards.
     ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to the images table."""
+    keep_freed_memory()
     detections = prefetch(dt_path)  # parsed while the ground truth is read
     dataset = read_coco_gt(gt_json)
     if image_metadata is not None:
@@ -300,6 +303,7 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
 
 def ingest_gt(gt_json, store, n_shards: int | None = None, overwrite: bool = False) -> Store:
     """A store with a COCO ground truth and no run yet (add detection, proposal or baseline runs to it)."""
+    keep_freed_memory()
     dataset = read_coco_gt(gt_json)
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {},
                           n_shards=n_shards or default_shard_count(dataset.gt.height),
@@ -311,6 +315,7 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
                      order: ProposalOrder | None = None, box_convention: str = "continuous",
                      n_shards: int | None = None, overwrite: bool = False, progress=None) -> Store:
     """Validate a COCO ground-truth file and a proposal file or .npz folder and write them as a new store."""
+    keep_freed_memory()
     dataset = read_coco_gt(gt_json)
     path = Path(proposals_path)
     rows = estimate_rows(path) if path.is_file() and path.suffix.lower() in (".json", ".parquet") else 0

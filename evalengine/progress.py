@@ -7,9 +7,6 @@ import sys
 import time
 from contextlib import contextmanager
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 
 class Phases:
     """Named phases of a run: each ``phase`` yields an ``advance(n)`` callback and is timed."""
@@ -24,6 +21,9 @@ class Phases:
         if not self.show:
             yield lambda n=1: None
         else:
+            from rich.console import Console  # imported only for a bar: most runs never show one
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             columns = [TextColumn(f"{name:<11}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
                        TimeElapsedColumn()]
             with Progress(*columns, console=Console(stderr=True), transient=True) as bar:

@@ -4,6 +4,7 @@ import json
 
 import polars as pl
 
+from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.runner import run_shard_tasks
 from evalengine.errors import ProtocolError
 from evalengine.match.coco import match_shard
@@ -26,6 +27,7 @@ def _write_sides(out_dir: str, shard: int, sides: dict) -> None:
 
 def _match_one_shard(gt_path: str, dt_path: str, out_dir: str, shard: int, category_ids, protocol,
                      proposal_ordering: str | None = None) -> int:
+    keep_freed_memory()
     dt = pl.read_parquet(dt_path)
     if proposal_ordering is not None:
         dt = as_detections(dt, proposal_ordering, category_ids[0])
@@ -37,6 +39,7 @@ def _match_one_shard(gt_path: str, dt_path: str, out_dir: str, shard: int, categ
 
 
 def _match_one_proposal_shard(gt_path: str, proposals_path: str, out_dir: str, shard: int, protocol) -> int:
+    keep_freed_memory()
     gt_matches, image_counts = match_proposal_shard(pl.read_parquet(gt_path), pl.read_parquet(proposals_path), protocol)
     _write_sides(out_dir, shard, {"gt": gt_matches, "images": image_counts})
     return gt_matches.height
@@ -92,6 +95,7 @@ def match_proposal_run(layout: StoreLayout, run: str, protocol: ProposalProtocol
 
 def _match_one_repeatability_shard(gt_path: str, reference_path: str, out_dir: str, shard: int, perturbed_path: str,
                                    perturbation_path: str, protocol) -> int:
+    keep_freed_memory()
     table = match_repeatability_shard(pl.read_parquet(reference_path), pl.read_parquet(perturbed_path),
                                       pl.read_parquet(perturbation_path), pl.read_parquet(gt_path), protocol,
                                       source=perturbation_path)

@@ -65,3 +65,12 @@ def test_distributed_cluster_with_two_worker_processes(tmp_path):
 def test_unknown_scheduler_is_refused(tmp_path):
     with pytest.raises(EvalEngineError, match="scheduler must be one of"):
         _store(tmp_path, "s").evaluate(scheduler="gpu")
+
+
+def test_freed_memory_is_kept_where_glibc_allows():
+    import platform
+
+    from evalengine.engine.memory import keep_freed_memory
+
+    assert keep_freed_memory() is (platform.libc_ver()[0] == "glibc")
+    assert keep_freed_memory() is keep_freed_memory()  # set once per process
