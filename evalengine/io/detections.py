@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from evalengine.errors import InputError, InputWarning
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
 from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks
-from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, read_json, require, split_bbox
+from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, read_json_objects, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet")
 BATCH_ROWS = 1_000_000
@@ -112,7 +112,7 @@ def parsed_in_parallel(path: Path, fields: dict) -> Iterator[pl.DataFrame]:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending = deque()
         for offset, text in json_list_chunks(path):
-            pending.append(pool.submit(read_json, path, fields, text, offset))
+            pending.append(pool.submit(read_json_objects, path, fields, text, offset))
             if len(pending) >= workers:
                 yield pending.popleft().result()
         while pending:

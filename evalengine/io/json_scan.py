@@ -3,7 +3,8 @@
 A numba scanner walks the bytes block by block, tracking nesting depth and string state:
 
 - ``json_list_chunks`` splits a top-level list (a COCO result file) into chunks of whole objects,
-  each parsed on its own, so that a result file of any size needs memory for one chunk only;
+  each parsed on its own, so that a result file of any size needs memory for one chunk only (its scanner
+  looks up each byte's class in a table and records only where the block's last whole object ends);
 - ``top_level_values`` finds the text of each value of a top-level object (``images``,
   ``annotations``, …), so that each list is parsed with a schema of its own.
 """
@@ -21,6 +22,41 @@ CHUNK_BYTES = 64 * 2**20
 
 
 KEY_OPENS, KEY_CLOSES, COLON, COMMA, TOP_CLOSES, ELEMENT_CLOSES = 1, 2, 3, 4, 5, 6
+_QUOTE, _BACKSLASH, _OPENS, _OBJECT_CLOSES, _LIST_CLOSES = 1, 2, 3, 4, 5
+_BYTE_CLASS = np.zeros(256, np.uint8)
+_BYTE_CLASS[[ord('"'), ord("\\"), ord("{"), ord("["), ord("}"), ord("]")]] = [
+    _QUOTE, _BACKSLASH, _OPENS, _OPENS, _OBJECT_CLOSES, _LIST_CLOSES]
+
+
+@numba.njit(cache=True, nogil=True)
+def _last_element_end(block, state, byte_class):
+    """Position in ``block`` of the last '}' closing an element of the top-level list, or -1; ``state`` = (depth,
+    in string, escaped) carries over between blocks. Most bytes are of class 0 and cost one table look-up."""
+    depth, in_string, escaped = state[0], state[1], state[2]
+    last = -1
+    for i in range(block.shape[0]):
+        kind = byte_class[block[i]]
+        if kind == 0:
+            escaped = 0
+        elif in_string:
+            if escaped:
+                escaped = 0
+            elif kind == _BACKSLASH:
+                escaped = 1
+            elif kind == _QUOTE:
+                in_string = 0
+        elif kind == _QUOTE:
+            in_string = 1
+        elif kind == _OPENS:
+            depth += 1
+        elif kind == _OBJECT_CLOSES:
+            depth -= 1
+            if depth == 1:
+                last = i
+        elif kind == _LIST_CLOSES:
+            depth -= 1
+    state[0], state[1], state[2] = depth, in_string, escaped
+    return last
 
 
 @numba.njit(cache=True, nogil=True)
@@ -105,42 +141,56 @@ def list_sample(path: Path, span: tuple, n_objects: int = 1000, max_bytes: int =
 
 
 def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
-    """``(offset, text)`` pairs: ``text`` is a JSON list holding the next whole objects of the file's
-    top-level list, and ``offset`` is where its first object starts in the file, minus one (the '[')."""
+    """``(offset, objects)`` pairs: ``objects`` holds the next whole objects of the file's top-level list and the
+    separators between them (no brackets, no leading comma), and ``offset`` is where it starts in the file. Each
+    chunk is copied once out of the blocks read; anything after the list's last object but its ']' is yielded
+    too, so that parsing it reports the error."""
     with open(path, "rb") as handle:
         head = handle.read(1024).lstrip()
         if not head.startswith(b"["):
             raise InputError(f"{path}: expected a JSON list of detections (a COCO result file)")
         handle.seek(0)
         if os.fstat(handle.fileno()).st_size <= chunk_bytes:  # one chunk: the file as it is, no scan needed
-            yield 0, handle.read()
+            text = handle.read()
+            start = _after(text, 0, b"[")
+            yield start, text[start:_before_close(text)]
             return
         state = np.zeros(3, np.int64)
-        pending, pending_at = b"", 0
-        while True:
-            block = handle.read(chunk_bytes)
-            if not block:
-                break
-            events = _events(np.frombuffer(block, np.uint8), state, 0)
-            ends = events[events[:, 1] == ELEMENT_CLOSES, 0]
-            data = pending + block
-            if len(ends):
-                cut = len(pending) + int(ends[-1]) + 1
-                yield from _wrapped(data[:cut], pending_at)
-                pending, pending_at = data[cut:], pending_at + cut
-            else:
-                pending = data
-        tail = pending.strip().rstrip(b"]").strip()
-        if tail.strip(b", \n\r\t"):
-            yield from _wrapped(pending, pending_at)
+        carry, carry_at, separator = b"", 0, b"["  # text after the last whole object, where it starts, what follows
+        while block := handle.read(chunk_bytes):
+            end = _last_element_end(np.frombuffer(block, np.uint8), state, _BYTE_CLASS)
+            block_at = carry_at + len(carry)
+            if end < 0:  # an object longer than a block
+                carry += block
+                continue
+            at = _after(carry, 0, separator)
+            # the separator, or whitespace around it, may still lie ahead, at the block's start
+            block_from = _after(block, 0, b"" if separator in carry else separator) if at == len(carry) else 0
+            yield (carry_at + at if at < len(carry) else block_at + block_from,
+                   b"".join((carry[at:], memoryview(block)[block_from:end + 1])))
+            carry, carry_at, separator = block[end + 1:], block_at + end + 1, b","
+        at = _after(carry, 0, separator)
+        if carry[at:].strip() not in (b"]", b""):
+            yield carry_at + at, carry[at:_before_close(carry)]
 
 
-def _wrapped(text: bytes, at: int) -> Iterator[tuple]:
-    """``text`` holds whole objects, possibly after the list's '[' or a ','; make it a list of its own."""
-    stripped = text.lstrip()
-    skipped = len(text) - len(stripped)
-    if stripped[:1] in (b"[", b","):
-        stripped, skipped = stripped[1:], skipped + 1
-    body = stripped.rstrip().rstrip(b"]").rstrip()
-    if body:
-        yield at + skipped - 1, b"[" + body + b"]"
+_WHITESPACE = b" \t\r\n"
+
+
+def _after(text: bytes, at: int, separator: bytes) -> int:
+    """Position after the whitespace, ``separator`` (if there) and whitespace starting at ``at``."""
+    while at < len(text) and text[at] in _WHITESPACE:
+        at += 1
+    if separator and text[at:at + len(separator)] == separator:
+        at += len(separator)
+        while at < len(text) and text[at] in _WHITESPACE:
+            at += 1
+    return at
+
+
+def _before_close(text: bytes) -> int:
+    """End of ``text`` without its trailing whitespace and closing ']' (if there)."""
+    end = len(text)
+    while end and text[end - 1] in _WHITESPACE:
+        end -= 1
+    return end - 1 if text[end - 1:end] == b"]" else end

@@ -23,16 +23,52 @@ def read_json(path: Path, json_schema: dict | None, source=None, offset: int = 0
     a located InputError.
 
     ``source`` (bytes) is parsed instead of the file when given; ``offset`` is where its text starts in
-    the file, so that an error still points at the file's own text.
+    the file, so that an error still points at the file's own text. A list with a schema goes through
+    :func:`read_json_objects`.
     """
     if source is None and not path.is_file():
         raise InputError(f"{path}: no such file")
-    lines = _as_json_lines(source) if json_schema is not None and source is not None else None
-    if lines is not None:
+    if json_schema is not None and source is not None:
+        start, end = _list_body(source)
+        if start is not None:
+            return read_json_objects(path, json_schema, source[start:end], offset + start)
+    return _read_json_list(path, json_schema, source, offset)
+
+
+def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int) -> pl.DataFrame:
+    """The whole objects of a JSON list and the commas between them (its text without the brackets, as
+    :func:`evalengine.io.json_scan.json_list_chunks` yields it), ``offset`` being where they start in the file.
+
+    One-line objects are parsed as JSON Lines, on every core (a list parses on one); a separator inside a
+    string leaves that line unterminated, so a wrong split fails to parse rather than misreads. Anything
+    else, or an error, is parsed as the list, whose errors point at the file's text."""
+    if objects and not objects.isspace():
+        for separator in (b"},{", b"}, {"):
+            if separator in objects:
+                lines = objects.replace(separator, b"}\n{")
+                break
+        else:
+            lines = objects  # one object, or objects on lines of their own
         try:
             return pl.read_ndjson(io.BytesIO(lines), schema=json_schema)
         except (pl.exceptions.PolarsError, ValueError):
-            pass  # parsed again as a list below, which locates the error
+            pass
+    return _read_json_list(path, json_schema, b"[" + objects + b"]", offset - 1)
+
+
+def _list_body(text: bytes) -> tuple:
+    """(start, end) of the text between a JSON list's brackets, or (None, None) if ``text`` is not a list."""
+    start, end = 0, len(text)
+    while start < end and text[start] in b" \t\r\n":
+        start += 1
+    while end > start and text[end - 1] in b" \t\r\n":
+        end -= 1
+    if text[start:start + 1] != b"[" or text[end - 1:end] != b"]" or end - start < 2:
+        return None, None
+    return start + 1, end - 1
+
+
+def _read_json_list(path: Path, json_schema: dict | None, source, offset: int) -> pl.DataFrame:
     try:
         return pl.read_json(path if source is None else io.BytesIO(source), schema=json_schema,
                             infer_schema_length=None)
@@ -41,22 +77,6 @@ def read_json(path: Path, json_schema: dict | None, source=None, offset: int = 0
         found = re.search(r"at character (\d+)", first_line)
         where = _context(path, offset + int(found.group(1))) if found else ""
         raise InputError(f"{path}: not a valid COCO JSON file of the expected shape ({first_line}){where}") from exc
-
-
-def _as_json_lines(text: bytes) -> bytes | None:
-    """A JSON list of one-line objects as JSON Lines (``},{`` or ``}, {`` between them), which Polars parses on
-    every core (a list on one). A separator inside a string leaves that line unterminated, so a wrong split
-    fails to parse rather than misread; None when the text is not such a list."""
-    body = text.strip()
-    if not (body.startswith(b"[") and body.endswith(b"]")):
-        return None
-    body = body[1:-1]
-    if not body.strip():
-        return None
-    for separator in (b"},{", b"}, {"):
-        if separator in body:
-            return body.replace(separator, b"}\n{")
-    return body
 
 
 def _context(path: Path, at: int) -> str:

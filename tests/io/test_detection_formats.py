@@ -129,7 +129,9 @@ def test_json_list_layouts_parse_alike(tmp_path):
     give the same rows, and a separator inside a string cannot split an object."""
     import json
 
-    from evalengine.io.validate import _as_json_lines
+    from evalengine.io.coco import RESULT_FIELDS
+    from evalengine.io.json_scan import json_list_chunks
+    from evalengine.io.validate import read_json_objects
 
     dataset = read_coco_gt(GT)
     objects = json.loads(DT.read_text())
@@ -147,8 +149,13 @@ def test_json_list_layouts_parse_alike(tmp_path):
         path = tmp_path / f"{name}.json"
         path.write_text(text)
         frames[name] = read_detections(path, dataset)
-    assert _as_json_lines(layouts["compact"].encode()) is not None
-    assert _as_json_lines(layouts["default"].encode()) is not None
+    for name in layouts:  # small chunks too: separators and whitespace straddle the blocks
+        path = tmp_path / f"{name}.json"
+        chunks = list(json_list_chunks(path, 97))
+        assert len(chunks) > 100
+        (offset, objects), = json_list_chunks(path)
+        assert pl.concat([read_json_objects(path, RESULT_FIELDS, o, at) for at, o in chunks]).equals(
+            read_json_objects(path, RESULT_FIELDS, objects, offset))
     want = read_detections(DT, dataset).with_columns(
         pl.when(pl.col("det_id") == 3).then(pl.col(c).floor()).otherwise(pl.col(c)).alias(c) for c in "xywh")
     for name, frame in frames.items():

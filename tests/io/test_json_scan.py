@@ -9,14 +9,19 @@ from evalengine.errors import InputError
 from evalengine.io.coco import RESULT_FIELDS, read_coco_gt
 from evalengine.io.detections import read_detections
 from evalengine.io.json_scan import json_list_chunks
-from evalengine.io.validate import read_json
+from evalengine.io.validate import read_json_objects
 from tests.conftest import PACKAGE_DATA
 
 DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
 
 
 def _parse(path, chunk_bytes):
-    return pl.concat([pl.read_json(text, schema=RESULT_FIELDS) for _, text in json_list_chunks(path, chunk_bytes)])
+    chunks = list(json_list_chunks(path, chunk_bytes))
+    text = path.read_bytes()
+    for offset, objects in chunks:  # each chunk is the file's own text, from a whole object to a whole object
+        assert text[offset:offset + len(objects)] == objects and objects.lstrip()[:1] == b"{"
+        assert objects.rstrip()[-1:] == b"}"
+    return pl.concat([pl.read_json(b"[" + objects + b"]", schema=RESULT_FIELDS) for _, objects in chunks])
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 7, 100, 4096, 1 << 26])
@@ -49,11 +54,11 @@ def test_error_in_a_later_chunk_points_at_the_file(tmp_path):
     path.write_text(text[:position] + "NaN" + text[position + 3:])
     chunks = list(json_list_chunks(path, 100))
     assert len(chunks) > 10
-    for offset, text in chunks[:-1]:
-        read_json(path, RESULT_FIELDS, source=text, offset=offset)
-    offset, text = chunks[-1]
+    for offset, objects in chunks[:-1]:
+        read_json_objects(path, RESULT_FIELDS, objects, offset)
+    offset, objects = chunks[-1]
     with pytest.raises(InputError, match=r'"score": NaN\}\]\.\.\. NaN and Infinity'):
-        read_json(path, RESULT_FIELDS, source=text, offset=offset)
+        read_json_objects(path, RESULT_FIELDS, objects, offset)
 
 
 def test_truncated_file_is_an_error(tmp_path):
