@@ -30,7 +30,11 @@ _EPS = np.spacing(1)
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _order_by_category(cat_index, n_cat, score, image_id, rank):
-    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank); stable sorts."""
+    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank); stable sorts.
+
+    The match table holds each image's detections in rank order (every image lies in one shard, written in
+    (category, image, rank) order), so a stable sort by image id already breaks score ties by (image, rank);
+    rows of an image out of rank order (a table written otherwise) are sorted by rank first."""
     counts = np.zeros(n_cat + 1, np.int64)
     for c in cat_index:
         counts[c + 1] += 1
@@ -42,8 +46,12 @@ def _order_by_category(cat_index, n_cat, score, image_id, rank):
         fill[cat_index[i]] += 1
     for k in numba.prange(n_cat):
         seg = order[starts[k]:starts[k + 1]]
-        seg[:] = seg[np.argsort(rank[seg], kind="mergesort")]
         seg[:] = seg[np.argsort(image_id[seg], kind="mergesort")]
+        for j in range(1, seg.shape[0]):
+            if image_id[seg[j]] == image_id[seg[j - 1]] and rank[seg[j]] <= rank[seg[j - 1]]:
+                seg[:] = seg[np.argsort(rank[seg], kind="mergesort")]
+                seg[:] = seg[np.argsort(image_id[seg], kind="mergesort")]
+                break
         seg[:] = seg[np.argsort(-score[seg], kind="mergesort")]
     return order, starts
 

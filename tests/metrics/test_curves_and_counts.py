@@ -99,3 +99,28 @@ def test_accumulation_in_category_batches_is_identical(fake100, batch_rows):
                          evaluation.protocol, want_curve=True, batch_rows=batch_rows)
     for name in ("ap", "recall", "precision", "scores"):
         np.testing.assert_array_equal(getattr(batched, name), getattr(whole, name))
+
+
+@pytest.mark.parametrize("rank_order", ["as stored", "shuffled"])
+def test_ranking_order_is_pycocotools_order(rank_order):
+    """(−score, image id, rank) per category, as pycocotools' stable sort of per-image score-sorted lists; rows of
+    an image may arrive in rank order (as stored) or not."""
+    from evalengine.metrics.ap import _order_by_category
+
+    rng = np.random.default_rng(4)
+    n = 5000
+    cat_index = rng.integers(0, 7, n)
+    image_id = rng.integers(0, 60, n)
+    score = rng.integers(0, 5, n) / 4  # many ties
+    rows = np.lexsort((-score, image_id, cat_index))  # the stored order: (category, image, −score)
+    rank = np.empty(n, np.int64)
+    for k, (c, i) in enumerate(zip(cat_index[rows], image_id[rows])):
+        same = k and c == cat_index[rows[k - 1]] and i == image_id[rows[k - 1]]
+        rank[rows[k]] = rank[rows[k - 1]] + 1 if same else 0
+    if rank_order == "shuffled":
+        rows = rng.permutation(n)
+    cat, img, sc, rk = cat_index[rows], image_id[rows], score[rows], rank[rows]
+    order, starts = _order_by_category(cat, 7, sc, img, rk)
+    want = np.lexsort((rk, img, -sc, cat))
+    assert np.array_equal(order, want)
+    assert np.array_equal(starts, np.searchsorted(cat[want], np.arange(8)))
