@@ -84,8 +84,9 @@ def _write(frame: pl.DataFrame, folder, compression: str = "zstd") -> None:
 
 
 def scan_shards(folder) -> pl.LazyFrame:
-    """Every ``shard=k/part-0.parquet`` below ``folder`` as one lazy frame (with its hive columns)."""
-    return pl.scan_parquet(str(location(folder) / "**" / "*.parquet"), hive_partitioning=True)
+    """Every ``shard=k/part-0.parquet`` in ``folder`` as one lazy frame (with its hive columns); other files beside
+    the shards (a perturbed run's ``perturbation.parquet``) are not part of it."""
+    return pl.scan_parquet(str(location(folder) / "shard=*" / "*.parquet"), hive_partitioning=True)
 
 
 class ShardWriter:

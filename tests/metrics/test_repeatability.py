@@ -110,6 +110,10 @@ def test_a_perfectly_repeatable_method_scores_one(tmp_path, setup):
     store = store.add_perturbed_proposals(tmp_path / "moved.json", "scaled", "scale", 1.5,
                                           order=ProposalOrder("given", dedup=False))
     assert store.repeatability(["scaled"]).get_column("repeatability").item() == pytest.approx(1.0, abs=1e-12)
+    # a perturbed run's proposals read back like any run's (its homographies file is not one of its shards)
+    stored = store.proposals("scaled").sort("image_id", "proposal_id").collect()
+    assert stored.height == len(moved)
+    assert stored.select("x", "y", "w", "h").rows() == [tuple(p["bbox"]) for p in moved]
 
 
 def test_trapezoid_area_definition():
