@@ -17,8 +17,6 @@ import uuid
 from functools import lru_cache
 from pathlib import Path
 
-import pyarrow.fs as pafs
-
 from evalengine.errors import StoreError
 
 SCHEMES = ("s3", "gs")
@@ -44,9 +42,12 @@ def is_remote(path) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _filesystem(scheme: str, bucket: str) -> pafs.FileSystem:
-    """One filesystem per bucket and process (Dask workers make their own from the URL and environment)."""
-    return pafs.FileSystem.from_uri(f"{scheme}://{bucket}")[0]
+def _filesystem(scheme: str, bucket: str):
+    """One ``pyarrow.fs`` filesystem per bucket and process (Dask workers make their own from the URL and
+    environment); pyarrow.fs is imported here, on first use (~30 ms that local stores never need)."""
+    import pyarrow.fs
+
+    return pyarrow.fs.FileSystem.from_uri(f"{scheme}://{bucket}")[0]
 
 
 class RemotePath:
@@ -59,7 +60,7 @@ class RemotePath:
         self.scheme, self.key = scheme, key.strip("/")
 
     @property
-    def fs(self) -> pafs.FileSystem:
+    def fs(self):
         return _filesystem(self.scheme, self.key.split("/", 1)[0])
 
     def __str__(self) -> str:
@@ -89,14 +90,14 @@ class RemotePath:
     def parent(self) -> "RemotePath":
         return RemotePath(f"{self.scheme}://{self.key.rsplit('/', 1)[0]}")
 
-    def _type(self) -> pafs.FileType:
-        return self.fs.get_file_info(self.key).type
+    def _type(self) -> str:
+        return self.fs.get_file_info(self.key).type.name
 
     def exists(self) -> bool:
-        return self._type() != pafs.FileType.NotFound
+        return self._type() != "NotFound"
 
     def is_file(self) -> bool:
-        return self._type() == pafs.FileType.File
+        return self._type() == "File"
 
     def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
         """Nothing to do: object stores have no folders, a key's prefix exists once an object is under it."""
@@ -122,7 +123,9 @@ class RemotePath:
         while fixed < len(parts) - 1 and not any(c in parts[fixed] for c in "*?["):
             fixed += 1
         base = "/".join([self.key, *parts[:fixed]])
-        below = self.fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+        from pyarrow.fs import FileSelector
+
+        below = self.fs.get_file_info(FileSelector(base, recursive=True, allow_not_found=True))
         for info in below:
             if _matches(parts[fixed:], info.path[len(base) + 1:].split("/")):
                 yield RemotePath(f"{self.scheme}://{info.path}")
