@@ -25,6 +25,8 @@ from evalengine.proposal_evaluation import coco_mean_proposals, coco_report
 from evalengine.store.location import location
 from evalengine.store.ranking import ORDERINGS, ProposalOrder
 
+STORE_HELP = "a store folder, or an s3:// or gs:// URL (credentials from the environment)"
+
 
 def _protocol_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iou-type", choices=["bbox"], default="bbox", help="what is matched (bbox)")
@@ -381,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     coco.add_argument("--dt", required=True,
                       help="detections: COCO result JSON, JSON Lines or Parquet (image_id, category_id, score, "
                            "bbox or x, y, w, h)")
-    coco.add_argument("--store", default=None, help="keep the store here (default: a temporary folder)")
+    coco.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
     coco.add_argument("--shards", type=int, default=None, help="image shards (default: ~100k detections each)")
     _protocol_args(coco)
     coco.set_defaults(func=_cmd_coco)
@@ -391,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest_coco = ingest_sub.add_parser("coco", help="COCO ground truth and results")
     ingest_coco.add_argument("--gt", required=True)
     ingest_coco.add_argument("--dt", required=True)
-    ingest_coco.add_argument("--store", required=True)
+    ingest_coco.add_argument("--store", required=True, help=STORE_HELP)
     ingest_coco.add_argument("--shards", type=int, default=None)
     ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
     ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
@@ -401,14 +403,14 @@ def build_parser() -> argparse.ArgumentParser:
     ingest_coco.set_defaults(func=_cmd_ingest)
 
     evaluate = sub.add_parser("evaluate", help="match a stored run and print its COCO summary")
-    evaluate.add_argument("store")
+    evaluate.add_argument("store", help=STORE_HELP)
     evaluate.add_argument("--protocol", choices=["coco"], default="coco", help="matching protocol")
     evaluate.add_argument("--run", default=api.DEFAULT_RUN)
     _protocol_args(evaluate)
     evaluate.set_defaults(func=_cmd_evaluate)
 
     add_run = sub.add_parser("add-run", help="add a detection run (a model or a perturbation) to a store")
-    add_run.add_argument("store")
+    add_run.add_argument("store", help=STORE_HELP)
     add_run.add_argument("--run", required=True, help="name of the new run")
     add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
     add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
@@ -416,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run.set_defaults(func=_cmd_add_run)
 
     compare = sub.add_parser("compare", help="AP per class and size of two or more runs, with differences")
-    compare.add_argument("store")
+    compare.add_argument("store", help=STORE_HELP)
     compare.add_argument("runs", nargs="+", metavar="RUN", help="runs to compare; differences are to the first")
     compare.add_argument("--area-range", default=None, help="only this area range (e.g. all, small)")
     _protocol_args(compare)
@@ -424,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = sub.add_parser("plot", help="figures: precision-recall, recall-IoU, AP by size, per-class run differences, "
                                        "proposal recall-IoU and AR-budget curves")
-    plot.add_argument("store")
+    plot.add_argument("store", help=STORE_HELP)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "proposal-recall-iou", "ar-budget"])
     plot.add_argument("--out", required=True, help="image file (.png, .pdf, .svg)")
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
@@ -435,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.set_defaults(func=_cmd_plot)
 
     report = sub.add_parser("report", help="COCO summary of a slice of a store: images by metadata, categories")
-    report.add_argument("store")
+    report.add_argument("store", help=STORE_HELP)
     report.add_argument("--run", default=api.DEFAULT_RUN)
     report.add_argument("--where", default=None, metavar="PREDICATE",
                         help="SQL predicate over the images table, e.g. \"width > 500 AND weather = 'rain'\"")
@@ -445,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=_cmd_report)
 
     sql = sub.add_parser("sql", help="query a store with SQL (DuckDB views of the sql/ folder)")
-    sql.add_argument("store")
+    sql.add_argument("store", help=STORE_HELP)
     sql.add_argument("query", nargs="?", default=None, help='e.g. "SELECT * FROM coco_summary"')
     sql.add_argument("--file", default=None, help="read the query from a .sql file")
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
@@ -481,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     proposals.add_argument("--keep-crowd", action="store_true", help="count crowd annotations (dropped by default)")
     proposals.add_argument("--exclude-difficult", action="store_true",
                            help="drop ground truth marked difficult (included by default, as Hosang et al.)")
-    proposals.add_argument("--store", default=None, help="keep the store here (default: a temporary folder)")
+    proposals.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
     proposals.add_argument("--run", default=api.DEFAULT_PROPOSAL_RUN, help="name of the proposal run")
     proposals.add_argument("--overwrite", action="store_true", help="replace an existing store")
     proposals.add_argument("--shards", type=int, default=None)
@@ -491,7 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     proposals.set_defaults(func=_cmd_proposals)
 
     add_proposals = sub.add_parser("add-proposals", help="add a proposal run (or a perturbed one) to a store")
-    add_proposals.add_argument("store")
+    add_proposals.add_argument("store", help=STORE_HELP)
     add_proposals.add_argument("--run", required=True, help="name of the new proposal run")
     add_proposals.add_argument("--proposals", required=True, help="proposal file or .npz folder (see proposals)")
     add_proposals.add_argument("--perturbation", type=_perturbation, default=None, metavar="KIND[:LEVEL]",
@@ -510,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_proposals.set_defaults(func=_cmd_add_proposals)
 
     repeat = sub.add_parser("repeatability", help="repeatability of proposals under image perturbations (Hosang §3)")
-    repeat.add_argument("store")
+    repeat.add_argument("store", help=STORE_HELP)
     repeat.add_argument("--runs", nargs="+", required=True, help="perturbed proposal runs")
     repeat.add_argument("--reference", default=api.DEFAULT_PROPOSAL_RUN)
     repeat.add_argument("--top-n", type=int, default=1000, help="proposals per image on each side (default 1000)")
