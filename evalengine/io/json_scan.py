@@ -22,10 +22,13 @@ CHUNK_BYTES = 64 * 2**20
 
 
 KEY_OPENS, KEY_CLOSES, COLON, COMMA, TOP_CLOSES, ELEMENT_CLOSES = 1, 2, 3, 4, 5, 6
-_QUOTE, _BACKSLASH, _OPENS, _OBJECT_CLOSES, _LIST_CLOSES = 1, 2, 3, 4, 5
+_QUOTE, _BACKSLASH, _OPENS, _OBJECT_CLOSES, _LIST_CLOSES, _COLON, _COMMA = 1, 2, 3, 4, 5, 6, 7
+# byte → class: 0 for every byte that cannot change the nesting or string state (almost all of them)
 _BYTE_CLASS = np.zeros(256, np.uint8)
 _BYTE_CLASS[[ord('"'), ord("\\"), ord("{"), ord("["), ord("}"), ord("]")]] = [
     _QUOTE, _BACKSLASH, _OPENS, _OPENS, _OBJECT_CLOSES, _LIST_CLOSES]
+_STRUCTURE_CLASS = _BYTE_CLASS.copy()  # and the separators, for the events at depth 1
+_STRUCTURE_CLASS[[ord(":"), ord(",")]] = [_COLON, _COMMA]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -60,34 +63,37 @@ def _last_element_end(block, state, byte_class):
 
 
 @numba.njit(cache=True, nogil=True)
-def _events(block, state, offset):
+def _events(block, state, offset, byte_class):
     """(position, kind) of the structure at nesting depth 1 in ``block``: a string opens or closes, ':',
     ',', the top-level value closes, or an object inside it closes. ``state`` = (depth, in string,
-    escaped) carries over between blocks."""
+    escaped) carries over between blocks; ``byte_class`` is :data:`_STRUCTURE_CLASS`."""
     depth, in_string, escaped = state[0], state[1], state[2]
     events = np.empty((1024, 2), np.int64)
     n = 0
     for i in range(block.shape[0]):
-        c = block[i]
+        cls = byte_class[block[i]]
+        if cls == 0:
+            escaped = 0
+            continue
         kind = 0
         if in_string:
             if escaped:
                 escaped = 0
-            elif c == 92:  # backslash
+            elif cls == _BACKSLASH:
                 escaped = 1
-            elif c == 34:  # quote
+            elif cls == _QUOTE:
                 in_string = 0
                 kind = KEY_CLOSES if depth == 1 else 0
-        elif c == 34:
+        elif cls == _QUOTE:
             in_string = 1
             kind = KEY_OPENS if depth == 1 else 0
-        elif c == 123 or c == 91:  # { [
+        elif cls == _OPENS:
             depth += 1
-        elif c == 125 or c == 93:  # } ]
+        elif cls == _OBJECT_CLOSES or cls == _LIST_CLOSES:
             depth -= 1
-            kind = TOP_CLOSES if depth == 0 else (ELEMENT_CLOSES if depth == 1 and c == 125 else 0)
-        elif depth == 1 and (c == 58 or c == 44):  # : ,
-            kind = COLON if c == 58 else COMMA
+            kind = TOP_CLOSES if depth == 0 else (ELEMENT_CLOSES if depth == 1 and cls == _OBJECT_CLOSES else 0)
+        elif depth == 1 and cls != _BACKSLASH:
+            kind = COLON if cls == _COLON else COMMA
         if kind:
             if n == events.shape[0]:
                 grown = np.empty((2 * n, 2), np.int64)
@@ -108,7 +114,7 @@ def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
         state = np.zeros(3, np.int64)
         events, offset = [], 0
         while block := handle.read(block_bytes):
-            events.append(_events(np.frombuffer(block, np.uint8), state, offset))
+            events.append(_events(np.frombuffer(block, np.uint8), state, offset, _STRUCTURE_CLASS))
             offset += len(block)
         if state[0] != 0 or state[1]:
             raise InputError(f"{path}: not a valid COCO JSON file (it ends inside an object, a list or a string)")
@@ -135,7 +141,7 @@ def read_span(path: Path, span: tuple) -> bytes:
 def list_sample(path: Path, span: tuple, n_objects: int = 1000, max_bytes: int = 4 * 2**20) -> bytes:
     """The first ``n_objects`` objects of the JSON list at ``span`` (within ``max_bytes``), as a JSON list."""
     text = read_span(path, (span[0], min(span[1], span[0] + max_bytes))).lstrip()
-    events = _events(np.frombuffer(text, np.uint8), np.zeros(3, np.int64), 0)
+    events = _events(np.frombuffer(text, np.uint8), np.zeros(3, np.int64), 0, _STRUCTURE_CLASS)
     ends = events[events[:, 1] == ELEMENT_CLOSES, 0][:n_objects]
     return text[: int(ends[-1]) + 1] + b"]" if len(ends) else b"[]"
 

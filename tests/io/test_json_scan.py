@@ -66,3 +66,71 @@ def test_truncated_file_is_an_error(tmp_path):
     path.write_text(DT.read_text()[:-40])
     with pytest.raises(InputError, match="not a valid COCO JSON file"):
         read_detections(path, read_coco_gt(PACKAGE_DATA / "instances_val2014_100.json"))
+
+
+def _reference_events(text: bytes):
+    """The structure at depth 1, by a plain reading of JSON's grammar (strings, escapes, nesting)."""
+    from evalengine.io import json_scan as js
+
+    depth, in_string, escaped, out = 0, False, False, []
+    for i, c in enumerate(text):
+        kind = 0
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == ord("\\"):
+                escaped = True
+            elif c == ord('"'):
+                in_string = False
+                kind = js.KEY_CLOSES if depth == 1 else 0
+        elif c == ord('"'):
+            in_string = True
+            kind = js.KEY_OPENS if depth == 1 else 0
+        elif c in b"{[":
+            depth += 1
+        elif c in b"}]":
+            depth -= 1
+            kind = js.TOP_CLOSES if depth == 0 else (js.ELEMENT_CLOSES if depth == 1 and c == ord("}") else 0)
+        elif depth == 1 and c in b":,":
+            kind = js.COLON if c == ord(":") else js.COMMA
+        if kind:
+            out.append((i, kind))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_scanner_events_equal_a_plain_reading(seed):
+    """Strings holding braces, brackets, separators, escaped quotes and backslashes; any block size."""
+    import numpy as np
+
+    from evalengine.io import json_scan as js
+
+    rng = np.random.default_rng(seed)
+    pieces = ['a', '{', '}', '[', ']', ':', ',', '\\"', '\\\\', ' ', '\\n', 'é']
+
+    def string():
+        return '"' + "".join(rng.choice(pieces, rng.integers(0, 6))) + '"'
+
+    def value(depth):
+        kind = rng.integers(0, 4 if depth < 3 else 2)
+        if kind == 0:
+            return str(rng.integers(-5, 5))
+        if kind == 1:
+            return string()
+        if kind == 2:
+            return "[" + ", ".join(value(depth + 1) for _ in range(rng.integers(0, 4))) + "]"
+        return "{" + ",".join(f"{string()}: {value(depth + 1)}" for _ in range(rng.integers(0, 4))) + "}"
+
+    for top in ("{" + ", ".join(f'"k{i}": {value(1)}' for i in range(8)) + "}",
+                "[" + ",".join(value(1) for _ in range(20)) + "]"):
+        text = top.encode()
+        want = _reference_events(text)
+        for block in (1, 3, 64, len(text)):
+            state, got = np.zeros(3, np.int64), []
+            for at in range(0, len(text), block):
+                events = js._events(np.frombuffer(text[at:at + block], np.uint8), state, at, js._STRUCTURE_CLASS)
+                got += [tuple(map(int, e)) for e in events]
+            assert got == want
+        ends = [i for i, kind in want if kind == js.ELEMENT_CLOSES]
+        state = np.zeros(3, np.int64)
+        assert js._last_element_end(np.frombuffer(text, np.uint8), state, js._BYTE_CLASS) == (ends[-1] if ends else -1)
