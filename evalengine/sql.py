@@ -1,9 +1,9 @@
 """DuckDB over a store: the views defined by the ``.sql`` files of the top-level ``sql/`` folder.
 
-The files are plain SQL with paths relative to the store; a connection makes them absolute (the store's folder
-or object-store URL, read through pyarrow's filesystem registered with DuckDB) and runs them in file-name order. A file whose first line is
-``-- requires: GLOB`` defines its views only once the store has a file matching GLOB (detections, proposals,
-a COCO or a proposal match table); any other failure is an error.
+The files are plain SQL with paths relative to the store; a connection makes them absolute (the store's
+folder, or its object-store URL read through pyarrow's filesystem registered with DuckDB) and runs them in
+file-name order. A file whose first line is ``-- requires: GLOB`` defines its views only once the store has a
+file matching GLOB (detections, proposals, a COCO or a proposal match table); any other failure is an error.
 """
 
 import re
@@ -16,6 +16,7 @@ from evalengine.errors import EvalEngineError
 from evalengine.store.location import is_remote, location
 
 _RELATIVE_READ = re.compile(r"\b(read_(?:parquet|json)\(')(?![a-z0-9]+://|/)")
+
 
 def view_files() -> list:
     """The ``.sql`` files of the top-level ``sql/`` folder: installed as ``evalengine/views`` by a wheel,
