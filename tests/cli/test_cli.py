@@ -109,3 +109,18 @@ def test_proposal_commands_end_to_end(tmp_path, capsys):
     assert main(["repeatability", store, "--runs", "mirror", "--reference", "uniform", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["kind"] == "flip" and rows[0]["repeatability"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_the_command_flushes_its_output_and_exit_status_through_a_pipe(tmp_path):
+    """The command ends without interpreter teardown (evalengine.cli.run): piped output is complete and the exit
+    status is kept, for results and for errors."""
+    result = subprocess.run([sys.executable, "-m", "evalengine.cli", "coco", "--gt", GT, "--dt", DT, "--json"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["stats"] == pytest.approx(list(EXPECTED["default"]["stats"].values()), abs=1e-12)
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{]")
+    result = subprocess.run([sys.executable, "-m", "evalengine.cli", "coco", "--gt", GT, "--dt", str(bad)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"evalengine: error: {bad}: not a valid COCO JSON file")
