@@ -24,7 +24,7 @@ import shutil
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing, contextmanager, nullcontext
+from contextlib import closing, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -54,11 +54,17 @@ def atomic_folder(target, overwrite: bool = False):
     if target.exists() and not overwrite:
         raise StoreError(f"{target}: already exists (pass overwrite to replace it)")
     if is_remote(target):
+        target.require_bucket()
         remove_tree(target)
         try:
             yield target
+        except OSError as exc:  # the object store refused a write: say where, leave nothing
+            with suppress(OSError):
+                remove_tree(target)
+            raise StoreError(f"{target}: writing failed ({str(exc).strip().splitlines()[0]})") from exc
         except BaseException:
-            remove_tree(target)
+            with suppress(OSError):
+                remove_tree(target)
             raise
         return
     target.parent.mkdir(parents=True, exist_ok=True)

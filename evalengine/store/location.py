@@ -91,7 +91,17 @@ class RemotePath:
         return RemotePath(f"{self.scheme}://{self.key.rsplit('/', 1)[0]}")
 
     def _type(self) -> str:
-        return self.fs.get_file_info(self.key).type.name
+        try:
+            return self.fs.get_file_info(self.key).type.name
+        except OSError as exc:  # no such endpoint, credentials refused, …
+            raise StoreError(f"{self}: cannot be read ({_first_line(exc)})") from exc
+
+    def require_bucket(self) -> None:
+        """A located error unless the bucket exists (writes would otherwise fail object by object)."""
+        bucket = RemotePath(f"{self.scheme}://{self.key.split('/', 1)[0]}")
+        if not bucket.exists():
+            raise StoreError(f"{self}: no bucket '{bucket.key}' at this endpoint (create it first; the endpoint and "
+                             "credentials come from the environment)")
 
     def exists(self) -> bool:
         return self._type() != "NotFound"
@@ -137,6 +147,10 @@ def _matches(pattern: list, parts: list) -> bool:
     if pattern[0] == "**":
         return any(_matches(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
     return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _matches(pattern[1:], parts[1:])
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def remove_tree(path) -> None:

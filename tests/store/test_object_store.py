@@ -131,6 +131,8 @@ def test_failed_remote_writes_leave_nothing(tmp_path, s3, inputs):
     assert api.open(f"{s3}/kept").runs == ["default"]
     with pytest.raises(StoreError, match="not an evalengine store"):
         api.open(f"{s3}/nothing-here")
+    with pytest.raises(StoreError, match="s3://no-such-bucket/store: no bucket 'no-such-bucket' at this endpoint"):
+        api.ingest_coco(gt_path, dt_path, "s3://no-such-bucket/store", n_shards=2)
 
 
 def test_match_tables_on_object_store_list_like_local(tmp_path, s3, inputs):
