@@ -19,3 +19,9 @@ class ProtocolError(EvalEngineError):
 
 class InputWarning(UserWarning):
     """Input that the reference tool accepts but that is probably a mistake (e.g. annotation id 0)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a library's error message (its name when the message is empty), for a one-line error."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

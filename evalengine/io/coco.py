@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from evalengine import schema
-from evalengine.errors import InputError, InputWarning
+from evalengine.errors import InputError, InputWarning, first_line
 from evalengine.io.json_scan import list_sample, read_span, top_level_values
 from evalengine.io.validate import check_boxes, listed, read_json, require, split_bbox, unique
 
@@ -63,7 +63,7 @@ def _with_id(frame: pl.DataFrame, path: Path, what: str, table_schema: dict) -> 
              for c, t in table_schema.items() if c != "shard"]
         )
     except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: {what} fields of an unexpected type ({str(exc).splitlines()[0]})") from exc
+        raise InputError(f"{path}: {what} fields of an unexpected type ({first_line(exc)})") from exc
     unique(frame, id_column, path, what)
     first = [c for c in table_schema if c != "shard"]
     return frame.select(first + [c for c in frame.columns if c not in first])

@@ -24,7 +24,7 @@ from typing import Iterator
 import polars as pl
 import pyarrow.parquet as pq
 
-from evalengine.errors import InputError, InputWarning
+from evalengine.errors import InputError, InputWarning, first_line
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
 from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, read_json_objects, require, split_bbox
@@ -93,14 +93,14 @@ def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) 
             columns = _columns(path, lazy.collect_schema().names())
             yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
         except (pl.exceptions.PolarsError, OSError) as exc:
-            raise InputError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from exc
+            raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from exc
     else:
         try:
             lazy = pl.scan_ndjson(path, infer_schema_length=1000)
             columns = _columns(path, lazy.collect_schema().names())
             yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
         except pl.exceptions.PolarsError as exc:
-            raise InputError(f"{path}: not a valid JSON Lines detection file ({str(exc).splitlines()[0]})") from exc
+            raise InputError(f"{path}: not a valid JSON Lines detection file ({first_line(exc)})") from exc
 
 
 def parsed_in_parallel(path: Path, fields: dict) -> Iterator[pl.DataFrame]:

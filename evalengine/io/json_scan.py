@@ -194,6 +194,16 @@ def _after(text: bytes, at: int, separator: bytes) -> int:
     return at
 
 
+def list_body(text: bytes) -> tuple | None:
+    """``(start, end)`` of what lies between a JSON list's brackets (whitespace trimmed at the start), or None when
+    ``text`` is not a list."""
+    start = _after(text, 0, b"")
+    close = _before_close(text)
+    if text[start:start + 1] != b"[" or text[close:close + 1] != b"]" or close <= start:
+        return None
+    return _after(text, start, b"["), close
+
+
 def _before_close(text: bytes) -> int:
     """End of ``text`` without its trailing whitespace and closing ']' (if there)."""
     end = len(text)

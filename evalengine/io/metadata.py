@@ -5,7 +5,7 @@ from pathlib import Path
 
 import polars as pl
 
-from evalengine.errors import InputError
+from evalengine.errors import InputError, first_line
 from evalengine.io.coco import CocoDataset
 from evalengine.io.validate import listed
 
@@ -17,7 +17,7 @@ def read_image_metadata(path) -> pl.DataFrame:
     try:
         frame = pl.read_parquet(path) if path.suffix.lower() == ".parquet" else pl.read_csv(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"{path}: not a readable CSV or Parquet table ({str(exc).splitlines()[0]})") from exc
+        raise InputError(f"{path}: not a readable CSV or Parquet table ({first_line(exc)})") from exc
     if "image_id" not in frame.columns:
         raise InputError(f"{path}: no 'image_id' column (found {', '.join(frame.columns)})")
     try:

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from evalengine import schema
-from evalengine.errors import InputError
+from evalengine.errors import InputError, first_line
 from evalengine.geometry.homography import flip_homography, rotation_homography, scale_homography
 
 PHOTOMETRIC = ("light", "jpeg", "blur", "saltnpepper", "none")
@@ -57,7 +57,7 @@ def read_homographies(source, images: pl.DataFrame) -> pl.DataFrame:
         try:
             frame = pl.read_parquet(path) if path.suffix.lower() == ".parquet" else pl.read_json(path)
         except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-            raise InputError(f"{path}: not a readable homography table ({str(exc).splitlines()[0]})") from exc
+            raise InputError(f"{path}: not a readable homography table ({first_line(exc)})") from exc
     missing = {"image_id", "homography", "width", "height"} - set(frame.columns)
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(sorted(missing))}")

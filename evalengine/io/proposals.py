@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from evalengine import schema
-from evalengine.errors import InputError
+from evalengine.errors import InputError, first_line
 from evalengine.io.coco import RESULT_FIELDS
 from evalengine.io.detections import BATCH_ROWS, parsed_in_parallel
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, require, split_bbox
@@ -68,7 +68,7 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
             columns = _columns(path, lazy.collect_schema().names())
             yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable proposal file ({str(exc).splitlines()[0]})") from exc
+        raise InputError(f"{path}: not a readable proposal file ({first_line(exc)})") from exc
 
 
 def _npz_batches(folder: Path, images: pl.DataFrame) -> Iterator[pl.DataFrame]:

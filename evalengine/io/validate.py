@@ -6,7 +6,8 @@ from pathlib import Path
 
 import polars as pl
 
-from evalengine.errors import InputError
+from evalengine.errors import InputError, first_line
+from evalengine.io.json_scan import list_body
 
 SHOWN = 5  # how many offending ids a message lists
 BOX_COLUMNS = ("x", "y", "w", "h")
@@ -28,10 +29,10 @@ def read_json(path: Path, json_schema: dict | None, source=None, offset: int = 0
     """
     if source is None and not path.is_file():
         raise InputError(f"{path}: no such file")
-    if json_schema is not None and source is not None:
-        start, end = _list_body(source)
-        if start is not None:
-            return read_json_objects(path, json_schema, source[start:end], offset + start)
+    body = list_body(source) if json_schema is not None and source is not None else None
+    if body is not None:
+        start, end = body
+        return read_json_objects(path, json_schema, source[start:end], offset + start)
     return _read_json_list(path, json_schema, source, offset)
 
 
@@ -56,27 +57,15 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
     return _read_json_list(path, json_schema, b"[" + objects + b"]", offset - 1)
 
 
-def _list_body(text: bytes) -> tuple:
-    """(start, end) of the text between a JSON list's brackets, or (None, None) if ``text`` is not a list."""
-    start, end = 0, len(text)
-    while start < end and text[start] in b" \t\r\n":
-        start += 1
-    while end > start and text[end - 1] in b" \t\r\n":
-        end -= 1
-    if text[start:start + 1] != b"[" or text[end - 1:end] != b"]" or end - start < 2:
-        return None, None
-    return start + 1, end - 1
-
-
 def _read_json_list(path: Path, json_schema: dict | None, source, offset: int) -> pl.DataFrame:
     try:
         return pl.read_json(path if source is None else io.BytesIO(source), schema=json_schema,
                             infer_schema_length=None)
     except (pl.exceptions.PolarsError, ValueError, OSError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        found = re.search(r"at character (\d+)", first_line)
+        message = first_line(exc)
+        found = re.search(r"at character (\d+)", message)
         where = _context(path, offset + int(found.group(1))) if found else ""
-        raise InputError(f"{path}: not a valid COCO JSON file of the expected shape ({first_line}){where}") from exc
+        raise InputError(f"{path}: not a valid COCO JSON file of the expected shape ({message}){where}") from exc
 
 
 def _context(path: Path, at: int) -> str:

@@ -33,7 +33,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from evalengine import __version__, schema
-from evalengine.errors import StoreError
+from evalengine.errors import StoreError, first_line
 from evalengine.store.location import is_remote, location, remove_tree, replace_file, replace_text
 from evalengine.store.ranking import ProposalOrder, rank_proposals
 from evalengine.store.sharding import shard_of
@@ -61,7 +61,7 @@ def atomic_folder(target, overwrite: bool = False):
         except OSError as exc:  # the object store refused a write: say where, leave nothing
             with suppress(OSError):
                 remove_tree(target)
-            raise StoreError(f"{target}: writing failed ({str(exc).strip().splitlines()[0]})") from exc
+            raise StoreError(f"{target}: writing failed ({first_line(exc)})") from exc
         except BaseException:
             with suppress(OSError):
                 remove_tree(target)

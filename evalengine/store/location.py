@@ -17,7 +17,7 @@ import uuid
 from functools import lru_cache
 from pathlib import Path
 
-from evalengine.errors import StoreError
+from evalengine.errors import StoreError, first_line
 
 SCHEMES = ("s3", "gs")
 
@@ -94,7 +94,7 @@ class RemotePath:
         try:
             return self.fs.get_file_info(self.key).type.name
         except OSError as exc:  # no such endpoint, credentials refused, …
-            raise StoreError(f"{self}: cannot be read ({_first_line(exc)})") from exc
+            raise StoreError(f"{self}: cannot be read ({first_line(exc)})") from exc
 
     def require_bucket(self) -> None:
         """A located error unless the bucket exists (writes would otherwise fail object by object)."""
@@ -147,10 +147,6 @@ def _matches(pattern: list, parts: list) -> bool:
     if pattern[0] == "**":
         return any(_matches(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
     return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _matches(pattern[1:], parts[1:])
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def remove_tree(path) -> None:
