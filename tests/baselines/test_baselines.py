@@ -11,9 +11,10 @@ import pytest
 import evalengine
 from evalengine import baselines
 from evalengine.match.proposals import ProposalProtocol
+from tests.conftest import DATA
 
 ROOT = Path(__file__).resolve().parents[2]
-HOSANG = ROOT.parent / "shared" / "testdata" / "hosang_detection_proposals"
+HOSANG = DATA / "hosang"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from voc07 import voc07_coco  # noqa: E402
 

@@ -1,14 +1,14 @@
-"""Homographies of the repeatability protocol against the toolbox's own (shared/testdata)."""
+"""Homographies of the repeatability protocol against the toolbox's own (tests/data/hosang)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from evalengine.geometry.homography import flip_homography, project_boxes, rotation_homography, scale_homography
+from tests.conftest import DATA
 
-HOSANG = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "hosang_detection_proposals"
+HOSANG = DATA / "hosang"
 
 
 @pytest.fixture(scope="module")

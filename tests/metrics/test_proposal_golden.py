@@ -1,7 +1,6 @@
-"""Golden tests of the proposal metrics against Hosang et al.'s published data (shared/testdata)."""
+"""Golden tests of the proposal metrics against Hosang et al.'s published data (tests/data/hosang)."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -9,8 +8,9 @@ import pytest
 
 from evalengine.metrics.correlation import metric_ap_correlation, recall_curve_metrics
 from evalengine.metrics.recall import recall_curve_ar
+from tests.conftest import DATA
 
-HOSANG = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "hosang_detection_proposals"
+HOSANG = DATA / "hosang"
 # the methods of Table 3 (12 methods and 4 baselines); the EdgeBoxes variants of Fig. 15
 TABLE3 = ["Objectness", "Rahtu", "SelectiveSearch", "RandomizedPrims", "Uniform", "Gaussian", "CPMC", "Bing",
           "Endres", "Rantalankila", "Superpixels", "Sliding window", "EdgeBoxes", "MCG", "Rigor", "Geodesic"]
