@@ -1,58 +1,55 @@
-"""What a notebook imports: open or build a store, evaluate a run, get metrics as Polars frames."""
+"""What a notebook imports: open or build a store, add runs, evaluate a run under a protocol and get back an
+evaluation whose metrics are Polars frames (:mod:`evalengine.evaluation`)."""
 
-import math
-import os
 import tempfile
 import threading
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from evalengine import baselines, schema
 from evalengine import sql as sql_views
-from evalengine.engine.matching import match_proposal_run, match_repeatability_run, match_run
 from evalengine.engine.memory import keep_freed_memory
+from evalengine.engine.planner import match
+from evalengine.engine.runner import SCHEDULERS
+from evalengine.evaluation import proposals as proposal_evaluation
+from evalengine.evaluation import report
+from evalengine.evaluation.detection import Evaluation, compare
+from evalengine.evaluation.proposals import ProposalEvaluation
+from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
 from evalengine.io.metadata import with_image_metadata
 from evalengine.io.perturbations import homography_table, read_homographies
-from evalengine.io.proposals import iter_proposals
-from evalengine.match.coco import warm_up
-from evalengine.match.proposals import ProposalProtocol
-from evalengine.match.protocol import CocoProtocol
-from evalengine.match.repeatability import RepeatabilityProtocol
-from evalengine.metrics import ap as ap_metrics
-from evalengine.metrics import repeatability as repeatability_metrics
-from evalengine.metrics import summary as summary_metrics
-from evalengine.metrics.counts import per_image_counts
-from evalengine.progress import Phases
-from evalengine.proposal_evaluation import ProposalEvaluation
-from evalengine.store.layout import (
-    ProposalRun, StoreLayout, add_proposal_run, add_run, create_store, open_layout, scan_shards,
+from evalengine.io.proposals import BOX_CONVENTIONS, iter_proposals
+from evalengine.match.coco import (
+    COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol,
 )
-from evalengine.store.ranking import ProposalOrder
+from evalengine.match.groups import warm_up
+from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
+from evalengine.match.repeatability import RepeatabilityProtocol
+from evalengine.progress import Phases
+from evalengine.store.build import add_proposal_run, add_run, create_store
+from evalengine.store.layout import StoreLayout, open_layout
+from evalengine.store.location import location
+from evalengine.store.ranking import ORDERINGS, ProposalOrder, ProposalRun
+from evalengine.store.shards import scan_shards
+from evalengine.store.sharding import PROPOSALS_PER_SHARD, default_shard_count
+
+# what the front doors declare their options from (the command is built on this module alone)
+__all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_MAX_DETS", "HOSANG_BUDGETS",
+           "IOU_TYPES", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
+           "ProposalOrder", "ProposalProtocol", "Store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
+           "ingest_gt", "ingest_proposals", "location", "open", "report"]
 
 DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
-_DETECTIONS_PER_SHARD = 100_000
-# proposals are cheaper per row (one class-agnostic pass) and come ten thousand per image: bigger shards mean
-# fewer, larger writes while streaming them in
-_PROPOSALS_PER_SHARD = 1_000_000
-
-
-def default_shard_count(n_rows: int, rows_per_shard: int = _DETECTIONS_PER_SHARD) -> int:
-    """About ``rows_per_shard`` detections (or ground truths) per shard, rounded up to a multiple of the cores so
-    that the last round of shard tasks keeps every core busy; at most 1024."""
-    cores = os.cpu_count() or 1
-    rounds = math.ceil(n_rows / rows_per_shard / cores)
-    return max(1, min(1024, rounds * cores))
 
 
 @dataclass(frozen=True)
 class Store:
-    """An opened store. Tables come back as lazy frames; ``evaluate`` matches a run and returns an :class:`Evaluation`."""
+    """An opened store. Tables come back as lazy frames; ``evaluate`` matches a run and returns an evaluation."""
 
     layout: StoreLayout
 
@@ -66,29 +63,28 @@ class Store:
         return self.layout.runs
 
     def images(self) -> pl.LazyFrame:
-        return pl.scan_parquet(str(self.layout.table("images")))
+        return pl.scan_parquet(str(self.layout.paths.table("images")))
 
     def categories(self) -> pl.LazyFrame:
-        return pl.scan_parquet(str(self.layout.table("categories")))
+        return pl.scan_parquet(str(self.layout.paths.table("categories")))
 
     def gt(self) -> pl.LazyFrame:
-        return scan_shards(self.path / "gt")
+        return scan_shards(self.layout.paths.gt)
 
     def dt(self, run: str = DEFAULT_RUN) -> pl.LazyFrame:
         self.layout.check_run(run)
-        return scan_shards(self.path / "dt" / f"run={run}")
+        return scan_shards(self.layout.paths.dt(run))
+
+    def proposals(self, run: str = DEFAULT_PROPOSAL_RUN) -> pl.LazyFrame:
+        self.layout.check_proposal_run(run)
+        return scan_shards(self.layout.paths.proposals(run))
 
     def add_run(self, dt_path, run: str, overwrite: bool = False, progress=None) -> "Store":
         """Add a detection run (a model, or a model under a perturbation) to this store; returns the store."""
         dataset = CocoDataset(images=self.images().collect(), categories=self.categories().collect(),
                               gt=pl.DataFrame(schema=schema.GT))
-        layout = add_run(self.layout, run, iter_detections(dt_path, dataset), provenance={run: str(dt_path)},
-                         overwrite=overwrite, progress=progress)
-        return Store(layout)
-
-    def proposals(self, run: str = DEFAULT_PROPOSAL_RUN) -> pl.LazyFrame:
-        self.layout.check_proposal_run(run)
-        return scan_shards(self.path / "proposals" / f"run={run}")
+        return Store(add_run(self.layout, run, iter_detections(dt_path, dataset), provenance={run: str(dt_path)},
+                             overwrite=overwrite, progress=progress))
 
     def add_proposals(self, path, run: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
                       box_convention: str = "continuous", overwrite: bool = False, progress=None) -> "Store":
@@ -104,9 +100,8 @@ class Store:
         """Add a baseline proposal run (Hosang et al. §2.4) generated for every image of the store; Uniform and
         Gaussian are fitted on the store's ground truth unless ``params`` are given."""
         images = self.images().collect()
-        if params is None and kind in ("uniform", "gaussian"):
-            fit = baselines.fit_uniform if kind == "uniform" else baselines.fit_gaussian
-            params = fit(self.gt().collect(), images)
+        if params is None:
+            params = baselines.fitted_params(kind, self.gt().collect(), images)
         run = run or kind
         proposal = ProposalRun(lambda: baselines.generate(kind, images, per_image, params, seed),
                                ProposalOrder("given"))
@@ -123,157 +118,69 @@ class Store:
         table = (homography_table(images, kind, level) if homographies is None
                  else read_homographies(homographies, images))
         proposal = ProposalRun(lambda: iter_proposals(path, images, box_convention), order or ProposalOrder(),
-                               box_convention, perturbation=table, kind=kind, level=level, reference=reference, source=str(path))
+                               box_convention, perturbation=table, kind=kind, level=level, reference=reference,
+                               source=str(path))
         return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite))
+
+    def match(self, protocol, run: str, scheduler: str = "threads", address: str | None = None, on_shard_done=None,
+              workers: int | None = None):
+        """Match ``run`` under any protocol (reusing a stored match table with the same parameters); its folder."""
+        return match(self.layout, run, protocol, scheduler=scheduler, address=address, on_shard_done=on_shard_done,
+                     workers=workers)
+
+    def evaluate(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN, **schedule) -> Evaluation:
+        """Match ``run`` under the COCO ``protocol``; ``schedule``: ``scheduler``, ``address``, ``workers``,
+        ``on_shard_done``."""
+        protocol = protocol or CocoProtocol()
+        return Evaluation(self.layout, run, protocol, self.match(protocol, run, **schedule))
+
+    def evaluate_proposals(self, run: str = DEFAULT_PROPOSAL_RUN, protocol: ProposalProtocol | None = None,
+                           **schedule) -> ProposalEvaluation:
+        """Match a proposal run at every budget (Hosang et al.), reusing a stored match table."""
+        protocol = protocol or ProposalProtocol()
+        return ProposalEvaluation(self.layout, run, protocol, self.match(protocol, run, **schedule))
+
+    def mean_proposals(self, run: str, budgets) -> pl.DataFrame:
+        """Mean proposals per image at each budget, counted from the ranked proposals of ``run``."""
+        return proposal_evaluation.coco_mean_proposals(self.layout, run, budgets)
 
     def repeatability(self, runs, reference: str = DEFAULT_PROPOSAL_RUN, top_n: int = 1000, method: str = "exact",
                       empty_bins: str = "skip", touching_gt: bool = False, by_bin: bool = False,
-                      scheduler: str = "threads", address: str | None = None,
-                      workers: int | None = None) -> pl.DataFrame:
+                      **schedule) -> pl.DataFrame:
         """Repeatability of each perturbed run against ``reference`` (Hosang et al. §3), with its kind and level;
         ``by_bin`` gives the area per size bin instead."""
         protocol = RepeatabilityProtocol(reference=reference, top_n=top_n)
-        tables = []
-        for run in runs:
-            folder = match_repeatability_run(self.layout, run, protocol, scheduler=scheduler, address=address,
-                                             workers=workers)
-            tables.append(scan_shards(folder / "ref").drop("shard").collect()
-                          .with_columns(run=pl.lit(run)))
-        matches = pl.concat(tables)
-        table = (repeatability_metrics.repeatability_by_bin(matches, method, touching_gt) if by_bin else
-                 repeatability_metrics.repeatability(matches, method, empty_bins, touching_gt))
-        described = pl.DataFrame([{"run": run, "kind": self.layout.proposal_runs[run]["perturbation"]["kind"],
-                                   "level": self.layout.proposal_runs[run]["perturbation"]["level"]} for run in runs],
-                                 schema={"run": pl.String, "kind": pl.String, "level": pl.Float64})
-        return described.join(table, on="run", how="left", maintain_order="left")
+        folders = {run: self.match(protocol, run, **schedule) for run in runs}
+        return proposal_evaluation.repeatability(self.layout, folders, method, empty_bins, touching_gt, by_bin)
 
-    def evaluate_proposals(self, run: str = DEFAULT_PROPOSAL_RUN, protocol: ProposalProtocol | None = None,
-                           scheduler: str = "threads", address: str | None = None, on_shard_done=None,
-                           workers: int | None = None) -> ProposalEvaluation:
-        """Match a proposal run at every budget (Hosang et al.), reusing a stored match table."""
-        protocol = protocol or ProposalProtocol()
-        folder = match_proposal_run(self.layout, run, protocol, scheduler=scheduler, address=address,
-                                    on_shard_done=on_shard_done, workers=workers)
-        return ProposalEvaluation(store=self, run=run, protocol=protocol, matches_dir=folder)
-
-    def compare(self, runs: list, protocol: CocoProtocol | None = None, **evaluate_options) -> pl.DataFrame:
+    def compare(self, runs: list, protocol: CocoProtocol | None = None, **schedule) -> pl.DataFrame:
         """AP@[.50:.95] (max dets 100) per category and area range for each run, and each run's difference
         to the first: one row per (category, area range), columns ``ap_<run>`` and ``diff_<run>``."""
-        tables = []
-        for run in runs:
-            table = self.evaluate(protocol, run=run, **evaluate_options).ap_table()
-            tables.append(
-                table.filter((pl.col("max_dets") == 100) & (pl.col("ap") > -1))
-                .group_by("category_id", "area_range").agg(pl.col("ap").mean().alias(f"ap_{run}"))
-            )
-        joined = tables[0]
-        for table in tables[1:]:
-            joined = joined.join(table, on=["category_id", "area_range"], how="full", coalesce=True)
-        base = f"ap_{runs[0]}"
-        return (joined.with_columns([(pl.col(f"ap_{run}") - pl.col(base)).alias(f"diff_{run}") for run in runs[1:]])
-                .join(self.categories().select("category_id", "name").collect(), on="category_id", how="left")
-                .sort("category_id", "area_range"))
+        return compare({run: self.evaluate(protocol, run=run, **schedule) for run in runs},
+                       self.layout.read("categories"))
 
     def sql(self, query: str) -> pl.DataFrame:
         """Run SQL over the store's DuckDB views (see the top-level ``sql/`` folder) and return a Polars frame."""
         return sql_views.query(self.path, query)
+
+    def duckdb(self):
+        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``)."""
+        return sql_views.connect(self.path)
 
     def image_ids(self, where: str) -> list:
         """Ids of the images satisfying an SQL predicate over the ``images`` view (any ingested metadata)."""
         return self.sql(f"SELECT image_id FROM images WHERE {where} ORDER BY image_id").get_column("image_id").to_list()
 
     def report(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN, where: str | None = None,
-               category_ids=None, **evaluate_options) -> ap_metrics.Accumulation:
+               category_ids=None, **schedule) -> Evaluation:
         """COCO metrics of a slice: images chosen by an SQL ``where`` on image metadata, categories by id.
 
         Image and category slices reuse the stored match table; other area ranges, IoU thresholds or a
         larger detection cap change the matching itself (pycocotools matches per area range), so a
         protocol with them is matched first (once; its match table is kept beside the others).
         """
-        evaluation = self.evaluate(protocol, run=run, **evaluate_options)
-        image_ids = None if where is None else self.image_ids(where)
-        return evaluation.accumulate(image_ids=image_ids, category_ids=category_ids)
-
-    def duckdb(self):
-        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``)."""
-        return sql_views.connect(self.path)
-
-    def evaluate(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                 scheduler: str = "threads", address: str | None = None, on_shard_done=None,
-                 workers: int | None = None) -> "Evaluation":
-        """Match ``run`` under ``protocol`` (reusing a stored match table with the same parameters)."""
-        protocol = protocol or CocoProtocol()
-        folder = match_run(self.layout, run, protocol, scheduler=scheduler, address=address,
-                           on_shard_done=on_shard_done, workers=workers)
-        return Evaluation(store=self, run=run, protocol=protocol, matches_dir=folder)
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """A matched run: the match table and every COCO metric as a query over it."""
-
-    store: Store
-    run: str
-    protocol: CocoProtocol
-    matches_dir: object
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def dt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "dt")
-
-    def gt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "gt")
-
-    @cached_property
-    def category_ids(self) -> list:
-        return self.store.categories().select("category_id").collect().get_column("category_id").to_list()
-
-    def accumulate(self, want_curve: bool = False, on_batch_done=None, image_ids=None,
-                   category_ids=None) -> ap_metrics.Accumulation:
-        """pycocotools ``accumulate``; ``image_ids`` / ``category_ids`` restrict it as ``params.imgIds`` /
-        ``params.catIds`` would (no new matching needed). The full accumulation is cached."""
-        whole = image_ids is None and category_ids is None
-        key = bool(want_curve)
-        if whole and key in self._cache:
-            return self._cache[key]
-        result = ap_metrics.accumulate(
-            self.dt_matches(), self.gt_matches(), self.category_ids if category_ids is None else sorted(category_ids),
-            self.protocol, want_curve=want_curve, on_batch_done=on_batch_done, image_ids=image_ids,
-        )
-        if whole:
-            self._cache[key] = result
-        return result
-
-    def ap_table(self) -> pl.DataFrame:
-        """AP and recall per (category, IoU threshold, area range, max dets)."""
-        return ap_metrics.ap_table(self.accumulate())
-
-    def precision_recall(self) -> pl.DataFrame:
-        """Interpolated precision and score at every recall threshold (pycocotools ``eval['precision']``)."""
-        return ap_metrics.precision_recall_table(self.accumulate(want_curve=True))
-
-    def stats(self) -> list:
-        """pycocotools ``COCOeval.stats``."""
-        return summary_metrics.summary_stats(self.accumulate())
-
-    def summary(self) -> pl.DataFrame:
-        return summary_metrics.summary_frame(self.accumulate())
-
-    def format_summary(self) -> str:
-        return summary_metrics.format_summary(self.accumulate())
-
-    def per_class(self) -> pl.DataFrame:
-        """AP, AP50 and AR per category (area 'all', last max dets), joined to the category names."""
-        table = summary_metrics.per_class_frame(self.accumulate())
-        if not self.protocol.use_cats:
-            return table
-        return table.join(self.store.categories().collect(), on="category_id", how="left", maintain_order="left")
-
-    def per_image_counts(self, iou_threshold: float = 0.5, area_range: str = "all", max_dets: int | None = None):
-        return per_image_counts(
-            self.dt_matches(), self.gt_matches(), self.store.images(), self.protocol,
-            iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets,
-        )
+        evaluation = self.evaluate(protocol, run=run, **schedule)
+        return evaluation.slice(image_ids=None if where is None else self.image_ids(where), category_ids=category_ids)
 
 
 def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.open(path)
@@ -285,8 +192,9 @@ def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.
 def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
                 overwrite: bool = False, progress=None, image_metadata=None) -> Store:
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
-    :mod:`evalengine.io.detections`) and write them as a new store, streaming the detections into shards.
-    ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to the images table."""
+    :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL),
+    streaming the detections into shards. ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to
+    the images table."""
     keep_freed_memory()
     detections = prefetch(dt_path)  # parsed while the ground truth is read
     dataset = read_coco_gt(gt_json)
@@ -319,7 +227,7 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
     dataset = read_coco_gt(gt_json)
     path = Path(proposals_path)
     rows = estimate_rows(path) if path.is_file() and path.suffix.lower() in (".json", ".parquet") else 0
-    shards = n_shards or max(default_shard_count(rows, _PROPOSALS_PER_SHARD), default_shard_count(dataset.gt.height))
+    shards = n_shards or max(default_shard_count(rows, PROPOSALS_PER_SHARD), default_shard_count(dataset.gt.height))
     proposal = ProposalRun(lambda: iter_proposals(path, dataset.images, box_convention), order or ProposalOrder(),
                            box_convention, source=str(path))
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {}, n_shards=shards,
@@ -329,30 +237,45 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
 
 
 def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
-                  scheduler: str = "threads", address: str | None = None, phases: Phases | None = None,
-                  workers: int | None = None) -> ap_metrics.Accumulation:
-    """Files in, accumulated COCO metrics out; the store is kept at ``store`` or made in a temporary folder.
+                  phases: Phases | None = None, **schedule) -> Evaluation:
+    """Files in, a COCO evaluation out; the store is kept at ``store`` or made in a temporary folder that lives as
+    long as the evaluation.
 
     ``phases`` (a :class:`~evalengine.progress.Phases`) shows progress and times ingest, match and accumulate.
     """
-    protocol = protocol or CocoProtocol()
     phases = phases or Phases()
     threading.Thread(target=warm_up, daemon=True).start()
-    with tempfile.TemporaryDirectory(prefix="evalengine-") as tmp:
-        target = store if store is not None else Path(tmp) / "store"
-        with phases.phase("ingest", total=count_rows(dt_path), unit="detections") as advance:
-            store_ = ingest_coco(gt_json, dt_path, target, n_shards=n_shards, progress=advance)
-        return evaluate_store(store_, protocol, scheduler=scheduler, address=address, phases=phases, workers=workers)
+    folder = tempfile.TemporaryDirectory(prefix="evalengine-") if store is None else None
+    with phases.phase("ingest", total=count_rows(dt_path), unit="detections") as advance:
+        opened = ingest_coco(gt_json, dt_path, store if folder is None else Path(folder.name) / "store",
+                             n_shards=n_shards, progress=advance)
+    evaluation = evaluate_store(opened, protocol, phases=phases, **schedule)
+    if folder is not None:
+        evaluation.keep_alive.append(folder)
+    return evaluation
 
 
 def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                   scheduler: str = "threads", address: str | None = None, phases: Phases | None = None,
-                   workers: int | None = None) -> ap_metrics.Accumulation:
+                   phases: Phases | None = None, **schedule) -> Evaluation:
     """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
     phases = phases or Phases()
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
-        evaluation = store.evaluate(protocol, run=run, scheduler=scheduler, address=address, on_shard_done=advance,
-                                    workers=workers)
+        evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, **schedule)
     n_classes = len(evaluation.category_ids) if evaluation.protocol.use_cats else 1
     with phases.phase("accumulate", total=n_classes, unit="categories") as advance:
-        return evaluation.accumulate(on_batch_done=advance)
+        evaluation.accumulate(on_batch_done=advance)
+    return evaluation
+
+
+def baseline_params(gt_json, kind: str, params: dict | None = None) -> dict | None:
+    """The parameters of a baseline: ``params`` as given, else fitted on a COCO ground truth (Uniform, Gaussian)."""
+    dataset = read_coco_gt(gt_json)
+    return params if params is not None else baselines.fitted_params(kind, dataset.gt, dataset.images)
+
+
+def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None, seed: int = 0) -> tuple:
+    """``(proposals, n_images)``: a baseline (Hosang et al. §2.4) for every image of a COCO ground truth, as one
+    frame of continuous ``image_id, x1, y1, x2, y2``."""
+    images = read_coco_gt(gt_json).images
+    frames = baselines.generate(kind, images, per_image, params, seed)
+    return pl.concat(list(frames)).select("image_id", *corner_columns()), images.height

@@ -19,7 +19,8 @@ import numpy as np
 import polars as pl
 
 from evalengine import schema
-from evalengine.errors import InputError
+from evalengine.errors import InputError, check_option
+from evalengine.geometry.boxes import from_pixel_inclusive
 
 KINDS = ("uniform", "gaussian", "sliding-window")
 _TRIM = 0.005
@@ -60,6 +61,12 @@ def fit_gaussian(gt: pl.DataFrame, images: pl.DataFrame) -> dict:
     return {"mean": data.mean(axis=0).tolist(), "covar": np.cov(data, rowvar=False, ddof=1).tolist()}
 
 
+def fitted_params(kind: str, gt: pl.DataFrame, images: pl.DataFrame) -> dict | None:
+    """The parameters ``kind`` is generated from, fitted on ``gt`` (None for sliding windows, which need none)."""
+    fit = {"uniform": fit_uniform, "gaussian": fit_gaussian}.get(kind)
+    return fit(gt, images) if fit else None
+
+
 def _matlab_round(values: np.ndarray) -> np.ndarray:
     return np.sign(values) * np.floor(np.abs(values) + 0.5)
 
@@ -82,12 +89,8 @@ def _uniform(rng, n, width, height, params):
     rel_scale = draw("relative_scale", np.sqrt, np.square)
     aspect = draw("aspect_ratio", np.log2, np.exp2)
     x1, y1, x2, y2 = _boxes(rel_x, rel_y, rel_scale, aspect, width, height)
-    return _continuous(np.clip(x1, 1, width), np.clip(y1, 1, height), np.clip(x2, 1, width), np.clip(y2, 1, height))
-
-
-def _continuous(x1, y1, x2, y2):
-    """Toolbox pixel boxes (1-based, inclusive) as continuous x, y, w, h."""
-    return x1 - 1, y1 - 1, x2 - x1 + 1, y2 - y1 + 1
+    return from_pixel_inclusive(np.clip(x1, 1, width), np.clip(y1, 1, height), np.clip(x2, 1, width),
+                                np.clip(y2, 1, height))
 
 
 def _gaussian(rng, n, width, height, params):
@@ -101,7 +104,7 @@ def _gaussian(rng, n, width, height, params):
     log_ar, sqrt_scale, rel_x, rel_y = samples[:n].T
     x1, y1, x2, y2 = _boxes(rel_x, rel_y, sqrt_scale ** 2, np.exp2(log_ar), width, height, min_side=5.0)
     shift_x, shift_y = np.maximum(1 - x1, 0), np.maximum(1 - y1, 0)  # truncation by shifting into the image
-    return _continuous(x1 + shift_x, y1 + shift_y, np.minimum(x2 + shift_x, width), np.minimum(y2 + shift_y, height))
+    return from_pixel_inclusive(x1 + shift_x, y1 + shift_y, np.minimum(x2 + shift_x, width), np.minimum(y2 + shift_y, height))
 
 
 def _grid(extent: int, stride: float) -> np.ndarray:
@@ -147,8 +150,7 @@ _GENERATORS = {"uniform": _uniform, "gaussian": _gaussian, "sliding-window": _sl
 def generate(kind: str, images: pl.DataFrame, per_image: int, params: dict | None = None, seed: int = 0,
              images_per_batch: int = 500) -> Iterator[pl.DataFrame]:
     """Proposal batches of ``kind`` for every image (``per_image`` boxes each, at most for sliding windows)."""
-    if kind not in _GENERATORS:
-        raise InputError(f"baseline kind must be one of {KINDS}, got {kind!r}")
+    check_option("baseline kind", kind, KINDS, InputError)
     if kind != "sliding-window" and params is None:
         raise InputError(f"the {kind} baseline needs fitted parameters (fit_{kind} or the toolbox's values)")
     if per_image < 1:

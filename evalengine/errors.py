@@ -25,3 +25,10 @@ def first_line(exc: BaseException) -> str:
     """The first line of a library's error message (its name when the message is empty), for a one-line error."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def check_option(name: str, value, allowed, error: type = None) -> None:
+    """The one check of an option given as a string: ``value`` must be one of ``allowed`` (a ``ProtocolError``
+    unless another :class:`EvalEngineError` type is given)."""
+    if value not in allowed:
+        raise (error or ProtocolError)(f"{name} must be one of {tuple(allowed)}, got {value!r}")

@@ -1,5 +1,6 @@
 -- images: one row per image (image_id, width, height, file_name, shard, ...).
--- Paths are relative to the store: run `SET file_search_path = '/path/to/store';` first
--- (evalengine.open(store).duckdb() and `evalengine sql STORE` do it for you).
+-- Every file reads the store's tables through DuckDB variables holding their globs (the store's path map):
+-- evalengine.open(store).duckdb() and `evalengine sql STORE` set them; evalengine.sql.path_variables(store)
+-- lists them for a session of your own (`SET VARIABLE images = '/path/to/store/images/*.parquet';` …).
 CREATE OR REPLACE VIEW images AS
-SELECT * FROM read_parquet('images/*.parquet');
+SELECT * FROM read_parquet(getvariable('images'));

@@ -1,3 +1,3 @@
 -- categories: category_id, name, supercategory.
 CREATE OR REPLACE VIEW categories AS
-SELECT * FROM read_parquet('categories/*.parquet');
+SELECT * FROM read_parquet(getvariable('categories'));

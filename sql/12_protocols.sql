@@ -1,11 +1,11 @@
--- requires: matches/protocol=coco*/*/protocol.json
+-- requires: coco_protocols
 -- protocols: the parameters of every match table (from its protocol.json), and one view per list.
 CREATE OR REPLACE VIEW protocols AS
 SELECT protocol, run,
        match.name AS name, match.iou_thresholds AS iou_thresholds, match.area_ranges AS area_ranges,
        match.max_det_cap AS max_det_cap, match.use_cats AS use_cats, match.zero_id_quirk AS zero_id_quirk,
        accumulation.max_dets AS max_dets, accumulation.recall_thresholds AS recall_thresholds
-FROM read_json('matches/protocol=coco*/*/protocol.json', hive_partitioning = true);
+FROM read_json(getvariable('coco_protocols'), hive_partitioning = true);
 
 CREATE OR REPLACE VIEW protocol_iou_thresholds AS
 SELECT protocol, run, i - 1 AS thr_index, iou_thresholds[i] AS iou_threshold

@@ -1,4 +1,4 @@
--- requires: matches/protocol=coco*/*/protocol.json
+-- requires: coco_protocols
 -- detection_outcomes: every detection at every IoU threshold of the first area range ('all'):
 -- its outcome ('tp', 'fp' or 'ignored'), the ground truth it matched and the IoU, with image and
 -- category metadata.

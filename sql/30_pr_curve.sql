@@ -1,4 +1,4 @@
--- requires: matches/protocol=coco*/*/protocol.json
+-- requires: coco_protocols
 -- regular_gt: ground truths that count (pycocotools' npig) per (protocol, run, category, area range);
 -- category_id is -1 when the protocol pools categories (use_cats false).
 CREATE OR REPLACE VIEW regular_gt AS

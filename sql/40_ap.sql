@@ -1,4 +1,4 @@
--- requires: matches/protocol=coco*/*/protocol.json
+-- requires: coco_protocols
 -- ap_by_protocol: COCO 101-point AP and final recall per (protocol, run, category, IoU threshold, area
 -- range, max dets), -1 where the category has no regular ground truth (pycocotools' precision/recall).
 -- The interpolated precision at recall threshold R is the highest precision at any point with

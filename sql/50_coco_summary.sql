@@ -1,24 +1,18 @@
--- requires: matches/protocol=coco*/*/protocol.json
+-- requires: coco_protocols
 -- coco_summary: pycocotools' 12 numbers per run for the default COCO protocol (metric, value), with
 -- summarize()'s rules: AP looks for max dets 100, the others use the protocol's max_dets[1..3];
--- a mean over nothing defined is -1.
+-- a mean over nothing defined is -1. coco_summary_layout (position, metric, is_ap, iou, area, cap) is the layout
+-- the Python summary uses (evalengine.metrics.summary.SUMMARY_LAYOUT), set by the connection.
 CREATE OR REPLACE VIEW coco_summary AS
 WITH caps AS (
     SELECT run, max_dets[1] AS md1, max_dets[2] AS md2, max_dets[3] AS md3
     FROM protocols WHERE protocol = 'coco'
-), layout(position, metric, is_ap, iou, area, cap) AS (
-    VALUES (1, 'AP', true, NULL, 'all', 'ap100'), (2, 'AP50', true, 0.5, 'all', 'md3'),
-           (3, 'AP75', true, 0.75, 'all', 'md3'), (4, 'APs', true, NULL, 'small', 'md3'),
-           (5, 'APm', true, NULL, 'medium', 'md3'), (6, 'APl', true, NULL, 'large', 'md3'),
-           (7, 'AR1', false, NULL, 'all', 'md1'), (8, 'AR10', false, NULL, 'all', 'md2'),
-           (9, 'AR100', false, NULL, 'all', 'md3'), (10, 'ARs', false, NULL, 'small', 'md3'),
-           (11, 'ARm', false, NULL, 'medium', 'md3'), (12, 'ARl', false, NULL, 'large', 'md3')
 )
 SELECT c.run, l.metric,
        coalesce(avg(CASE WHEN l.is_ap THEN a.ap ELSE a.recall END)
                     FILTER (WHERE (CASE WHEN l.is_ap THEN a.ap ELSE a.recall END) > -1), -1) AS value
 FROM caps AS c
-CROSS JOIN layout AS l
+CROSS JOIN coco_summary_layout AS l
 LEFT JOIN ap AS a
   ON a.run = c.run AND a.area_range = l.area
  AND (l.iou IS NULL OR a.iou_threshold = l.iou)

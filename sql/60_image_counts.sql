@@ -1,4 +1,4 @@
--- requires: matches/protocol=coco*/*/protocol.json
+-- requires: coco_protocols
 -- image_counts: true positives, false positives and false negatives per image, IoU threshold and run,
 -- in the first area range ('all') with every evaluated detection (the last max dets); fn = n_gt - tp.
 CREATE OR REPLACE VIEW image_counts AS

@@ -1,4 +1,4 @@
--- requires: matches/protocol=coco*/*/protocol.json
+-- requires: coco_protocols
 -- ap_by_run: AP@[.50:.95] (max dets 100) per run, category and area range, for the default COCO protocol.
 CREATE OR REPLACE VIEW ap_by_run AS
 SELECT run, category_id, area_range, avg(ap) FILTER (WHERE ap > -1) AS ap

@@ -1,12 +1,12 @@
--- requires: matches/protocol=hosang*/*/protocol.json
+-- requires: hosang_protocols
 -- proposal_matches: one row per evaluated ground truth and budget (Hosang et al.): iou = IoU with its greedy
 -- one-to-one partner among the top-`budget` proposals (0 if none), best_iou = best IoU over them (non-exclusive).
 CREATE OR REPLACE VIEW proposal_matches AS
-SELECT * FROM read_parquet('matches/protocol=hosang*/*/gt/*/*.parquet', hive_partitioning = true);
+SELECT * FROM read_parquet(getvariable('hosang_gt'), hive_partitioning = true);
 
 -- proposal_image_counts: proposals evaluated per image and budget, min(budget, ranked proposals).
 CREATE OR REPLACE VIEW proposal_image_counts AS
-SELECT * FROM read_parquet('matches/protocol=hosang*/*/images/*/*.parquet', hive_partitioning = true);
+SELECT * FROM read_parquet(getvariable('hosang_images'), hive_partitioning = true);
 
 -- mean_proposals: the x-axis of recall-vs-#proposals curves, the mean over all images (none counts 0).
 CREATE OR REPLACE VIEW mean_proposals AS

@@ -3,8 +3,7 @@
 import json
 
 from evalengine.api import evaluate_coco, ingest_coco
-from evalengine.match.protocol import CocoProtocol
-from evalengine.metrics.summary import per_class_frame, summary_stats
+from evalengine.match.coco import CocoProtocol
 from tests.reference import per_class, pycocotools_eval
 
 
@@ -57,5 +56,5 @@ def both_stats(tmp_path, gt, dt, protocol=None, n_shards=1):
     ref = pycocotools_eval(gt, dt, use_cats=protocol.use_cats, max_dets=protocol.max_dets,
                            iou_thresholds=protocol.iou_thresholds, area_ranges=protocol.area_ranges,
                            recall_thresholds=protocol.recall_thresholds)
-    mine = {row["category_id"]: (row["ap"], row["ap50"], row["ar"]) for row in per_class_frame(acc).iter_rows(named=True)}
-    return summary_stats(acc), list(ref.stats), mine, per_class(ref)
+    mine = {row["category_id"]: (row["ap"], row["ap50"], row["ar"]) for row in acc.class_metrics().iter_rows(named=True)}
+    return acc.stats(), list(ref.stats), mine, per_class(ref)

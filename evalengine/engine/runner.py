@@ -7,7 +7,7 @@ without copying shards between processes.
 import dask
 from dask.callbacks import Callback
 
-from evalengine.errors import EvalEngineError
+from evalengine.errors import EvalEngineError, check_option
 
 SCHEDULERS = ("sync", "threads", "processes")
 
@@ -53,7 +53,6 @@ def run_shard_tasks(task, shard_args, scheduler: str = "threads", address: str |
             for _ in as_completed(futures):
                 on_done()
             return client.gather(futures)
-    if scheduler not in SCHEDULERS:
-        raise EvalEngineError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+    check_option("scheduler", scheduler, SCHEDULERS, EvalEngineError)
     with _TaskDone(on_done):
         return list(dask.compute(*delayed, scheduler=_local_scheduler(scheduler), num_workers=workers))

@@ -27,7 +27,8 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from evalengine import schema
-from evalengine.errors import InputError, first_line
+from evalengine.errors import InputError, check_option, first_line
+from evalengine.geometry.boxes import from_pixel_inclusive
 from evalengine.io.coco import RESULT_FIELDS
 from evalengine.io.detections import BATCH_ROWS, parsed_in_parallel
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, require, split_bbox
@@ -108,14 +109,16 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, image_ids: pl.Series,
     require(frame, [c for c in ("image_id", "bbox", *CORNERS) if c in frame.columns], path, what, row)
     if "bbox" in frame.columns:
         frame = split_bbox(frame.with_columns(pl.col("bbox").cast(pl.List(pl.Float64))), path, what, row)
-        inclusive = 0.0
+        if box_convention == "pixel-inclusive":
+            frame = frame.with_columns(pl.col("x", "y") - 1.0)
     else:
         frame = frame.with_columns(pl.col(CORNERS).cast(pl.Float64))
-        inclusive = 1.0 if box_convention == "pixel-inclusive" else 0.0
-        frame = frame.with_columns(x=pl.col("x1"), y=pl.col("y1"), w=pl.col("x2") - pl.col("x1") + inclusive,
-                                   h=pl.col("y2") - pl.col("y1") + inclusive)
-    if box_convention == "pixel-inclusive":
-        frame = frame.with_columns(pl.col("x", "y") - 1.0)
+        corners = [pl.col(c) for c in CORNERS]
+        if box_convention == "pixel-inclusive":
+            x, y, w, h = from_pixel_inclusive(*corners)
+        else:
+            x, y, w, h = corners[0], corners[1], corners[2] - corners[0] + 0.0, corners[3] - corners[1] + 0.0
+        frame = frame.with_columns(x=x, y=y, w=w, h=h)
     frame = frame.with_columns([pl.lit(None, dtype=schema.PROPOSALS_RAW[c]).alias(c)
                                 for c in ("score", "category_id") if c not in frame.columns])
     try:
@@ -137,8 +140,7 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, image_ids: pl.Series,
 def iter_proposals(path, images: pl.DataFrame, box_convention: str = "continuous",
                    batch_rows: int = BATCH_ROWS) -> Iterator[pl.DataFrame]:
     """Validated proposal batches (schema :data:`evalengine.schema.PROPOSALS_RAW`) of a file or .npz folder."""
-    if box_convention not in BOX_CONVENTIONS:
-        raise InputError(f"box_convention must be one of {BOX_CONVENTIONS}, got {box_convention!r}")
+    check_option("box_convention", box_convention, BOX_CONVENTIONS, InputError)
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")

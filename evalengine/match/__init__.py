@@ -1,0 +1,12 @@
+"""Matching protocols on one contract (:mod:`evalengine.match.protocol`): parameters, key, sides, shard task.
+
+Similarity comes from :mod:`evalengine.geometry`; the assignment kernels (``greedy_score``: COCO's greedy by
+detection score; ``greedy_iou``: Hosang's greedy by largest IoU) are shared by the protocols that need them.
+"""
+
+from evalengine.match.coco import CocoProtocol
+from evalengine.match.proposals import ProposalProtocol
+from evalengine.match.repeatability import RepeatabilityProtocol
+
+# every protocol family: its match tables' SQL views come from these (see evalengine.sql)
+PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol)

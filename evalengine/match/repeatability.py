@@ -7,41 +7,45 @@ centre falls outside the perturbed image, are left out; the rest are matched gre
 reference proposals, as ``closest_candidates.m``). Images with no proposal on either side contribute nothing.
 """
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
 
 from evalengine import schema
-from evalengine.errors import InputError
+from evalengine.errors import InputError, ProtocolError
+from evalengine.geometry.boxes import corner_arrays, size_bins
 from evalengine.geometry.homography import centre_inside, project_boxes
-from evalengine.match.proposals import greedy_by_image
-from evalengine.metrics.recall import SIZE_BIN_EDGES
+from evalengine.match.greedy_iou import greedy_by_image
+from evalengine.match.protocol import Protocol
 
 
 @dataclass(frozen=True)
-class RepeatabilityProtocol:
+class RepeatabilityProtocol(Protocol):
     """Matching of a perturbed proposal run to its ``reference`` run, with the top ``top_n`` of each."""
 
     reference: str = "proposals"
     top_n: int = 1000
-    name: str = "repeatability"
+    name: ClassVar[str] = "repeatability"
+    sides: ClassVar[tuple] = ("ref",)
+    always_hashed: ClassVar[bool] = True
 
-    def match_params(self) -> dict:
-        return asdict(self)
+    def shard_inputs(self, layout, run: str) -> tuple:
+        layout.check_proposal_run(run)
+        layout.check_proposal_run(self.reference)
+        if "perturbation" not in layout.proposal_runs[run]:
+            raise ProtocolError(f"proposal run '{run}' has no homographies: add it as a perturbed run")
+        paths = layout.paths
+        perturbation = str(paths.perturbation(run))
+        inputs = [{"gt": str(paths.gt_shard(k)), "reference": str(paths.proposal_shard(self.reference, k)),
+                   "perturbed": str(paths.proposal_shard(run, k)), "perturbation": perturbation}
+                  for k in range(layout.n_shards)]
+        return inputs, {"source": perturbation}
 
-    def description(self) -> dict:
-        return {"match": self.match_params()}
-
-    def match_key(self) -> str:
-        digest = hashlib.sha1(json.dumps(self.match_params(), sort_keys=True).encode()).hexdigest()[:10]
-        return f"{self.name}-{digest}"
-
-
-def _corners(x, y, w, h) -> np.ndarray:
-    return np.ascontiguousarray(np.column_stack([x, y, x + w, y + h]))
+    def match_shard(self, tables: dict, context: dict) -> dict:
+        return {"ref": match_repeatability_shard(tables["reference"], tables["perturbed"], tables["perturbation"],
+                                                 tables["gt"], self, source=context["source"])}
 
 
 def _matrices(frame: pl.DataFrame) -> np.ndarray:
@@ -76,14 +80,14 @@ def match_repeatability_shard(reference: pl.DataFrame, perturbed: pl.DataFrame, 
                           reference.get_column("height").to_numpy()) & reference.get_column("_paired").to_numpy()
 
     ref_image = reference.get_column("image_id").to_numpy()
-    ref_corners = _corners(*_boxes(reference))
+    ref_corners = corner_arrays(*_boxes(reference))
     iou = np.full(reference.height, np.nan)
     matched = np.zeros(reference.height, np.int32)
     pert_rank = perturbed.get_column("rank").to_numpy()[keep_pert]
     pert_image = perturbed.get_column("image_id").to_numpy()[keep_pert]
     if valid.any():
         got, col, _, _ = greedy_by_image(ref_image[valid], ref_corners[valid], pert_image,
-                                         _corners(*(v[keep_pert] for v in back)), [protocol.top_n])
+                                         corner_arrays(*(v[keep_pert] for v in back)), [protocol.top_n])
         iou[valid] = got[:, 0]
         # the kernel's partner is a 1-based position among the image's kept perturbed proposals
         position = np.searchsorted(pert_image, ref_image[valid]) + col[:, 0] - 1
@@ -92,13 +96,13 @@ def match_repeatability_shard(reference: pl.DataFrame, perturbed: pl.DataFrame, 
 
     gt = gt.sort("image_id", "gt_order")
     _, _, best, _ = greedy_by_image(ref_image, ref_corners, gt.get_column("image_id").to_numpy(),
-                                    _corners(*_boxes(gt)), [max(gt.height, 1)])
+                                    corner_arrays(*_boxes(gt)), [max(gt.height, 1)])
     relative = np.sqrt(reference.get_column("w").to_numpy() * reference.get_column("h").to_numpy()
                        / (reference.get_column("ref_width").to_numpy() * reference.get_column("ref_height").to_numpy()))
     return pl.DataFrame({
         "image_id": ref_image,
         "rank": reference.get_column("rank"),
-        "size_bin": np.searchsorted(np.array(SIZE_BIN_EDGES), relative, side="right"),
+        "size_bin": size_bins(relative),
         "valid": valid,
         "touches_gt": best[:, 0] >= 0.5,
         "iou": pl.Series(iou, nan_to_null=True),

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import EvalEngineError
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 
 _EPS = np.spacing(1)
 

@@ -3,7 +3,7 @@
 import polars as pl
 
 from evalengine.errors import ProtocolError
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 
 
 def per_image_counts(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, images: pl.LazyFrame,

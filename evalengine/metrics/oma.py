@@ -20,7 +20,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from evalengine.errors import ProtocolError
+from evalengine.errors import ProtocolError, check_option
 
 LATTICES = ("edges", "wang")
 
@@ -82,8 +82,7 @@ def _count_hits(boxes, lo_x, hi_x, lo_y, hi_y, p, q):
 
 def lattice_bounds(width, height, lattice: str = "edges"):
     """Corner coordinate ranges of every box of a W×H image: 0..W (``edges``) or 1..W (``wang``)."""
-    if lattice not in LATTICES:
-        raise ProtocolError(f"lattice must be one of {LATTICES}, got {lattice!r}")
+    check_option("lattice", lattice, LATTICES)
     width, height = np.asarray(width, np.int64), np.asarray(height, np.int64)
     lo = np.zeros_like(width) if lattice == "edges" else np.ones_like(width)
     return lo, width, np.zeros_like(height) if lattice == "edges" else np.ones_like(height), height

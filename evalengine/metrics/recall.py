@@ -12,17 +12,16 @@ Wang et al. ("Insights of object proposal evaluation", Eq. 2) average per-image 
 import numpy as np
 import polars as pl
 
-from evalengine.errors import ProtocolError
+from evalengine.errors import ProtocolError, check_option
+from evalengine.geometry.boxes import size_bin_expr
+from evalengine.metrics.integrate import trapezoid
 
 MATCHERS = {"greedy": "iou", "best": "best_iou"}
 AGGREGATIONS = ("instances", "images")
-# Hosang et al. §1.6 / the toolbox's size bins: sqrt(box area / image area) in steps of 0.1, the last open
-SIZE_BIN_EDGES = tuple(round(0.1 * k, 1) for k in range(1, 10))
 
 
 def _iou_column(matcher: str) -> pl.Expr:
-    if matcher not in MATCHERS:
-        raise ProtocolError(f"matcher must be one of {tuple(MATCHERS)}, got {matcher!r}")
+    check_option("matcher", matcher, MATCHERS)
     return pl.col(MATCHERS[matcher])
 
 
@@ -50,8 +49,7 @@ def _group_means(table: pl.DataFrame, keys: list, names: list) -> pl.DataFrame:
 
 def _aggregate(frame: pl.LazyFrame, values: dict, by: list, aggregation: str) -> pl.LazyFrame:
     """Mean of each expression in ``values`` per ``by`` group, over annotations or over images (then images)."""
-    if aggregation not in AGGREGATIONS:
-        raise ProtocolError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    check_option("aggregation", aggregation, AGGREGATIONS)
     # one row per ground truth × budget: sorted so that every sum runs in the same order
     table = (frame.select(*by, "image_id", "gt_id", *[expr.alias(name) for name, expr in values.items()])
              .sort(*by, "image_id", "gt_id").collect())
@@ -77,8 +75,7 @@ def recall(gt_matches: pl.LazyFrame, iou_thresholds, matcher: str = "greedy", ag
     Per group the IoUs are sorted once and every threshold is a binary search, so a 0.001 grid costs no more
     than one threshold. Pooled recall is ``count / n``; per-image recall averages ``count_i / n_i`` over the
     group's images (each ground truth weighing ``1 / (n_images · n_i)``, summed in IoU order)."""
-    if aggregation not in AGGREGATIONS:
-        raise ProtocolError(f"aggregation must be one of {AGGREGATIONS}, got {aggregation!r}")
+    check_option("aggregation", aggregation, AGGREGATIONS)
     keys = ["budget", *by]
     per_image = pl.len().over(*keys, "image_id")
     n_images = pl.col("image_id").n_unique().over(keys)
@@ -124,8 +121,7 @@ def recall_curve_ar(recall_values: np.ndarray, thresholds: np.ndarray, lo: float
     its 0.001-grid curve this way: ``AR = 2 * 0.001 * trapz(recall(overlap >= 0.5))``)."""
     thresholds, recall_values = np.asarray(thresholds, float), np.asarray(recall_values, float)
     keep = (thresholds >= lo) & (thresholds <= hi)
-    t, r = thresholds[keep], recall_values[keep]
-    return float(np.sum((t[1:] - t[:-1]) * (r[1:] + r[:-1]) / 2.0) / (hi - lo))
+    return trapezoid(thresholds[keep], recall_values[keep]) / (hi - lo)
 
 
 def toolbox_grid() -> np.ndarray:
@@ -172,15 +168,14 @@ def volume_under_surface(ar_by_budget: pl.DataFrame) -> float:
     y = table.get_column("ar").to_numpy()
     if len(x) < 2:
         return float(y[0]) if len(y) else float("nan")
-    return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2.0) / (x[-1] - x[0]))
+    return trapezoid(x, y) / (x[-1] - x[0])
 
 
 def with_size_bin(gt_matches: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFrame) -> pl.LazyFrame:
     """Add ``size_bin`` 0–9: sqrt(box area / image area) in Hosang et al.'s ten bins of 0.1 (the last open)."""
     relative = (pl.col("w") * pl.col("h") / (pl.col("width") * pl.col("height"))).sqrt()
     sizes = (gt.select("gt_id", "image_id", "w", "h").join(images.select("image_id", "width", "height"), on="image_id")
-             .select("gt_id", relative.cut(list(SIZE_BIN_EDGES), left_closed=True).to_physical().cast(pl.Int32)
-                     .alias("size_bin")))
+             .select("gt_id", size_bin_expr(relative).alias("size_bin")))
     return gt_matches.join(sizes, on="gt_id", how="left")
 
 

@@ -12,9 +12,13 @@ averages empty bins as 0 (``empty_bins="zero"``); by default they are left out (
 import numpy as np
 import polars as pl
 
-from evalengine.errors import ProtocolError
+from evalengine.errors import check_option
+from evalengine.geometry.boxes import SIZE_BIN_EDGES
+from evalengine.metrics.integrate import trapezoid
 
-N_BINS = 10
+N_BINS = len(SIZE_BIN_EDGES) + 1
+METHODS = ("exact", "trapezoid")
+EMPTY_BINS = ("skip", "zero")
 
 
 def _trapezoid_area(ious: np.ndarray) -> float:
@@ -26,13 +30,12 @@ def _trapezoid_area(ious: np.ndarray) -> float:
     y = np.concatenate([[1.0], (n - np.arange(n)) / n])
     if o[-1] < 1:
         x, y = np.append(x, o[-1] + 0.001), np.append(y, 0.0)
-    return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2.0))
+    return trapezoid(x, y)
 
 
 def repeatability_by_bin(matches: pl.DataFrame, method: str = "exact", touching_gt: bool = False) -> pl.DataFrame:
     """``run, size_bin, n, area`` for every run and bin (bins without evaluated proposals have n = 0)."""
-    if method not in ("exact", "trapezoid"):
-        raise ProtocolError(f"method must be 'exact' or 'trapezoid', got {method!r}")
+    check_option("method", method, METHODS)
     rows = matches.filter(pl.col("iou").is_not_null() & (pl.col("touches_gt") if touching_gt else pl.lit(True)))
     if method == "exact":
         areas = rows.group_by("run", "size_bin").agg(pl.len().alias("n"), pl.col("iou").mean().alias("area"))
@@ -51,8 +54,7 @@ def repeatability_by_bin(matches: pl.DataFrame, method: str = "exact", touching_
 def repeatability(matches: pl.DataFrame, method: str = "exact", empty_bins: str = "skip",
                   touching_gt: bool = False) -> pl.DataFrame:
     """``run, repeatability, n_evaluated, n_bins``: the unweighted mean over size bins of each bin's area."""
-    if empty_bins not in ("skip", "zero"):
-        raise ProtocolError(f"empty_bins must be 'skip' or 'zero', got {empty_bins!r}")
+    check_option("empty_bins", empty_bins, EMPTY_BINS)
     bins = repeatability_by_bin(matches, method, touching_gt)
     area = pl.col("area").fill_null(0.0) if empty_bins == "zero" else pl.col("area")
     return (bins.group_by("run").agg(area.mean().alias("repeatability"), pl.col("n").sum().alias("n_evaluated"),

@@ -11,7 +11,29 @@ import polars as pl
 from evalengine.errors import ProtocolError
 from evalengine.metrics.ap import Accumulation
 
-STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")
+# pycocotools summarize() (bbox) as data, shared with the SQL view ``coco_summary``: the metric, AP (True) or AR,
+# the IoU threshold (None: the mean over all of them), the area range label, and the detection cap — "ap100" is
+# always 100 (the AP quirk), "md1".."md3" are max_dets[0..2]
+SUMMARY_LAYOUT = (
+    ("AP", True, None, "all", "ap100"),
+    ("AP50", True, 0.5, "all", "md3"),
+    ("AP75", True, 0.75, "all", "md3"),
+    ("APs", True, None, "small", "md3"),
+    ("APm", True, None, "medium", "md3"),
+    ("APl", True, None, "large", "md3"),
+    ("AR1", False, None, "all", "md1"),
+    ("AR10", False, None, "all", "md2"),
+    ("AR100", False, None, "all", "md3"),
+    ("ARs", False, None, "small", "md3"),
+    ("ARm", False, None, "medium", "md3"),
+    ("ARl", False, None, "large", "md3"),
+)
+STAT_NAMES = tuple(row[0] for row in SUMMARY_LAYOUT)
+
+
+def summary_cap(cap: str, max_dets) -> int:
+    """The detection cap a layout row reads."""
+    return 100 if cap == "ap100" else max_dets[int(cap[2:]) - 1]
 
 
 def _mean_defined(values: np.ndarray) -> float:
@@ -34,46 +56,13 @@ def summary_stats(acc: Accumulation) -> list:
     md = acc.protocol.max_dets
     if len(md) < 3:
         raise ProtocolError(f"the COCO summary needs 3 max_dets values, got {list(md)}")
-    layout = [
-        (acc.ap, None, "all", 100),
-        (acc.ap, 0.5, "all", md[2]),
-        (acc.ap, 0.75, "all", md[2]),
-        (acc.ap, None, "small", md[2]),
-        (acc.ap, None, "medium", md[2]),
-        (acc.ap, None, "large", md[2]),
-        (acc.recall, None, "all", md[0]),
-        (acc.recall, None, "all", md[1]),
-        (acc.recall, None, "all", md[2]),
-        (acc.recall, None, "small", md[2]),
-        (acc.recall, None, "medium", md[2]),
-        (acc.recall, None, "large", md[2]),
-    ]
-    return [_mean_defined(_slice(acc, values, t, area, cap)) for values, t, area, cap in layout]
+    return [_mean_defined(_slice(acc, acc.ap if is_ap else acc.recall, t, area, summary_cap(cap, md)))
+            for _, is_ap, t, area, cap in SUMMARY_LAYOUT]
 
 
 def summary_frame(acc: Accumulation) -> pl.DataFrame:
     """The 12 numbers as rows ``(metric, value)``."""
     return pl.DataFrame({"metric": list(STAT_NAMES), "value": summary_stats(acc)})
-
-
-def format_summary(acc: Accumulation) -> str:
-    """The summary exactly as pycocotools prints it."""
-    p = acc.protocol
-    md = p.max_dets
-    t_lo, t_hi = p.iou_thresholds[0], p.iou_thresholds[-1]
-    rows = [
-        (1, None, "all", 100), (1, 0.5, "all", md[2]), (1, 0.75, "all", md[2]),
-        (1, None, "small", md[2]), (1, None, "medium", md[2]), (1, None, "large", md[2]),
-        (0, None, "all", md[0]), (0, None, "all", md[1]), (0, None, "all", md[2]),
-        (0, None, "small", md[2]), (0, None, "medium", md[2]), (0, None, "large", md[2]),
-    ]
-    lines = []
-    for (is_ap, t, area, cap), value in zip(rows, summary_stats(acc)):
-        title = "Average Precision" if is_ap else "Average Recall"
-        short = "(AP)" if is_ap else "(AR)"
-        iou = f"{t_lo:0.2f}:{t_hi:0.2f}" if t is None else f"{t:0.2f}"
-        lines.append(f" {title:<18} {short} @[ IoU={iou:<9} | area={area:>6s} | maxDets={cap:>3d} ] = {value:0.3f}")
-    return "\n".join(lines)
 
 
 def per_class_frame(acc: Accumulation) -> pl.DataFrame:

@@ -7,13 +7,11 @@ endpoints from the standard environment (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_U
 
 Object stores have no rename: a table written to one goes straight to its place, and the file that makes it
 visible (``manifest.json`` of a store, ``protocol.json`` of a match table, the manifest entry of a run) is written
-last; a failed write deletes what it wrote (see :func:`evalengine.store.layout.atomic_folder`).
+last; a failed write deletes what it wrote (see :mod:`evalengine.store.commit`).
 """
 
 import fnmatch
-import os
 import shutil
-import uuid
 from functools import lru_cache
 from pathlib import Path
 
@@ -156,21 +154,3 @@ def remove_tree(path) -> None:
             path.fs.delete_dir(path.key)
     else:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def replace_file(target, write) -> None:
-    """Write a file through ``write(path: str)``: locally to a temporary file beside ``target`` renamed over it;
-    on an object store straight to ``target`` (an object is replaced whole by one upload)."""
-    if is_remote(target):
-        write(str(target))
-        return
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        write(str(tmp))
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def replace_text(target, text: str) -> None:
-    replace_file(target, lambda path: location(path).write_text(text))

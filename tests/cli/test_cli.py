@@ -72,8 +72,8 @@ def test_demo_as_a_new_user_runs_it(tmp_path):
     from evalengine import api
     from evalengine.match.proposals import ProposalProtocol
 
-    report = api.open(tmp_path / "demo").evaluate_proposals(protocol=ProposalProtocol(budgets=(1, 10, 100))).report(
-        (0.5, 0.7, 0.9))
+    evaluation = api.open(tmp_path / "demo").evaluate_proposals(protocol=ProposalProtocol(budgets=(1, 10, 100)))
+    report = api.report.proposal_payload(evaluation, (0.5, 0.7, 0.9))
     row = (f"│ 100    ┆ {report['mean_proposals'][2]:<15} ┆ {round(report['ar'][2], 4)} ┆ "
            f"{round(report['recall']['0.5'][2], 4)}")
     assert row in result.stdout, result.stdout

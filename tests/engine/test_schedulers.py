@@ -5,7 +5,7 @@ from distributed import LocalCluster
 
 from evalengine.api import ingest_coco, ingest_proposals
 from evalengine.errors import EvalEngineError
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 from tests.generators import random_coco
 from tests.helpers import write_inputs
 

@@ -134,7 +134,7 @@ def test_a_failed_ingest_stops_its_threads(tmp_path, gt_path):
 
 def test_streaming_ranking_and_the_sharded_fallback_store_the_same_run(tmp_path, gt_path, monkeypatch):
     """Image-contiguous sources are ranked while streaming; interleaved ones are sharded first, then ranked."""
-    from evalengine.store import layout
+    from evalengine.store import ranking
 
     rng = np.random.default_rng(3)
     rows = [(int(image), *map(float, rng.uniform(0, 40, 2)), *map(float, rng.uniform(1, 30, 2)), float(score))
@@ -144,8 +144,8 @@ def test_streaming_ranking_and_the_sharded_fallback_store_the_same_run(tmp_path,
     interleaved.write_parquet(tmp_path / "interleaved.parquet")
     interleaved.sort("image_id", maintain_order=True).write_parquet(tmp_path / "sorted.parquet")
     fallback_calls = []
-    original = layout._rank_by_shard
-    monkeypatch.setattr(layout, "_rank_by_shard", lambda *a: fallback_calls.append(1) or original(*a))
+    original = ranking._rank_by_shard
+    monkeypatch.setattr(ranking, "_rank_by_shard", lambda *a: fallback_calls.append(1) or original(*a))
     columns = ["image_id", "rank", "score", "x", "y", "w", "h"]
     stored = {}
     for name in ("sorted", "interleaved"):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 from tests.generators import random_coco
 from tests.helpers import both_stats
 

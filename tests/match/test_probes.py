@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from evalengine.errors import InputWarning
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 from tests.helpers import both_stats, coco_dt, coco_gt, ours_evaluation
 
 AP, AP50, APS, APM, APL, AR100 = 0, 1, 3, 4, 5, 8

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from evalengine.api import evaluate_coco
-from evalengine.match.protocol import CocoProtocol
-from evalengine.metrics.summary import STAT_NAMES, per_class_frame, summary_stats
+from evalengine.match.coco import CocoProtocol
+from evalengine.metrics.summary import STAT_NAMES
 from tests.conftest import DATA, PACKAGE_DATA
 
 CASES = {
@@ -35,7 +35,7 @@ def test_stats_equal_pycocotools(case, run, n_shards):
     expected = json.loads((DATA / f"{case}_expected.json").read_text())["runs"][run]
     gt, dt = CASES[case]
     acc = evaluate_coco(gt, dt, RUNS[run], n_shards=n_shards)
-    got = summary_stats(acc)
+    got = acc.stats()
     want = [expected["stats"][name] for name in STAT_NAMES]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
@@ -44,7 +44,7 @@ def test_stats_equal_pycocotools(case, run, n_shards):
 def test_per_class_equal_pycocotools(case):
     expected = json.loads((DATA / f"{case}_expected.json").read_text())["runs"]["default"]["per_category"]
     gt, dt = CASES[case]
-    table = per_class_frame(evaluate_coco(gt, dt))
+    table = evaluate_coco(gt, dt).class_metrics()
     assert sorted(str(c) for c in table["category_id"]) == sorted(expected)
     for row in table.iter_rows(named=True):
         want = expected[str(row["category_id"])]

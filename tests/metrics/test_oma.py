@@ -114,7 +114,7 @@ def test_oma_end_to_end_equals_direct_computation(tmp_path):
     from evalengine.match.proposals import ProposalProtocol
     ev = store.evaluate_proposals(protocol=ProposalProtocol(budgets=(1, 2, 4)))
     got = ev.oma((0.5, 0.7))
-    cache = pl.read_parquet(store.layout.hit_count_cache("edges"))  # every distinct (size, box, τ) counted once
+    cache = pl.read_parquet(store.layout.paths.hit_counts("edges"))  # every distinct (size, box, τ) counted once
     sizes = {im["id"]: (im["width"], im["height"]) for im in images}
     keys = {(*sizes[a["image_id"]], a["bbox"][0], a["bbox"][1], a["bbox"][0] + a["bbox"][2], a["bbox"][1] + a["bbox"][3])
             for a in anns}

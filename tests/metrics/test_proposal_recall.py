@@ -8,7 +8,7 @@ import pytest
 
 from evalengine import api, cli
 from evalengine.match.proposals import ProposalProtocol
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 from evalengine.store.ranking import ProposalOrder
 from tests.match.test_proposal_matching import _iou_matrix, brute_force_greedy
 from tests.reference import pycocotools_eval
@@ -172,10 +172,10 @@ def test_no_evaluated_ground_truth_gives_nulls_per_budget(tmp_path):
                      "--budgets", "1", "10", "--oma", "--json", "--quiet"]) == 0
     ev = api.ingest_proposals(tmp_path / "gt.json", tmp_path / "p.json", tmp_path / "s").evaluate_proposals(
         protocol=ProposalProtocol(budgets=(1, 10)))
-    report = ev.report()
+    report = api.report.proposal_payload(ev)
     assert report["ar"] == [None, None] and report["recall"]["0.5"] == [None, None]
     assert report["mean_proposals"] == [0.5, 0.5]  # one proposal over two images
-    assert ev.oma_report() == {"0.5": [None, None], "0.7": [None, None]}
+    assert api.report.oma_payload(ev) == {"0.5": [None, None], "0.7": [None, None]}
 
 
 @pytest.mark.parametrize("batch", range(4))

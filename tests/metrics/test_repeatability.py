@@ -78,7 +78,7 @@ def test_repeatability_equals_the_toolbox_procedure(tmp_path, setup, kind, level
     store, gt, reference, perturbed = setup
     store = store.add_perturbed_proposals(tmp_path / "pert.json", run=f"{kind}", kind=kind, level=level,
                                           order=ProposalOrder("given", dedup=False))
-    table = pl.read_parquet(store.layout.perturbation(kind))
+    table = pl.read_parquet(store.layout.paths.perturbation(kind))
     for top_n in (10, 1000):
         by_bin = _toolbox(gt, reference, perturbed, table, top_n)
         got = store.repeatability([kind], top_n=top_n, by_bin=True)
@@ -100,7 +100,7 @@ def test_a_perfectly_repeatable_method_scores_one(tmp_path, setup):
     store, gt, reference, _ = setup
     table = pl.read_parquet(store.add_perturbed_proposals(tmp_path / "ref.json", "probe", "scale", 1.5,
                                                                       order=ProposalOrder("given"))
-                            .layout.perturbation("probe"))
+                            .layout.paths.perturbation("probe"))
     h = {row["image_id"]: np.array(row["homography"]).reshape(3, 3) for row in table.iter_rows(named=True)}
     moved = []
     for p in reference:

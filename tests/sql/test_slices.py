@@ -9,8 +9,7 @@ import pytest
 from evalengine.api import ingest_coco
 from evalengine.cli import main
 from evalengine.errors import InputError
-from evalengine.match.protocol import CocoProtocol
-from evalengine.metrics.summary import per_class_frame, summary_stats
+from evalengine.match.coco import CocoProtocol
 from tests.conftest import PACKAGE_DATA
 from tests.reference import per_class, pycocotools_eval
 
@@ -34,8 +33,8 @@ def _reference_ids(predicate):
 
 
 def _check(acc, reference):
-    np.testing.assert_allclose(summary_stats(acc), reference.stats, rtol=0, atol=1e-12)
-    mine = {row["category_id"]: (row["ap"], row["ap50"], row["ar"]) for row in per_class_frame(acc).iter_rows(named=True)}
+    np.testing.assert_allclose(acc.stats(), reference.stats, rtol=0, atol=1e-12)
+    mine = {row["category_id"]: (row["ap"], row["ap50"], row["ar"]) for row in acc.class_metrics().iter_rows(named=True)}
     theirs = per_class(reference)
     assert mine.keys() == theirs.keys()
     for k in theirs:

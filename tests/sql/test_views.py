@@ -9,7 +9,7 @@ import pytest
 from evalengine.api import ingest_coco
 from evalengine.cli import main
 from evalengine.errors import EvalEngineError
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 from tests.conftest import PACKAGE_DATA
 from tests.generators import random_coco
 from tests.helpers import write_inputs

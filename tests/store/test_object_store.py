@@ -12,7 +12,7 @@ from distributed import LocalCluster
 from evalengine import api
 from evalengine.cli import main
 from evalengine.errors import EvalEngineError, StoreError
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 from evalengine.store.location import RemotePath, location
 from tests.generators import random_coco
 from tests.helpers import write_inputs

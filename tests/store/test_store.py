@@ -8,7 +8,7 @@ import pytest
 import evalengine
 from evalengine.api import ingest_coco
 from evalengine.errors import InputError, StoreError
-from evalengine.match.protocol import CocoProtocol
+from evalengine.match.coco import CocoProtocol
 from tests.conftest import PACKAGE_DATA
 from tests.generators import random_coco
 from tests.helpers import write_inputs

@@ -1,20 +1,22 @@
-"""A matched proposal run: recall, AR, best overlap and their slices as Polars frames (Hosang et al.; Wang et al.)."""
+"""Matched proposal runs: recall, AR, best overlap, OMA and their slices as Polars frames (Hosang et al.; Wang et
+al.), and repeatability under perturbations (Hosang et al. §3)."""
 
 from dataclasses import dataclass
 from functools import cached_property
 
 import polars as pl
 
-from evalengine.errors import ProtocolError
+from evalengine.errors import ProtocolError, check_option
 from evalengine.match.proposals import ProposalProtocol, image_counts
 from evalengine.metrics import oma as oma_metrics
 from evalengine.metrics import recall as recall_metrics
-from evalengine.metrics.ap import ap_table
-from evalengine.metrics.summary import STAT_NAMES, summary_stats
-from evalengine.store.layout import scan_shards
-from evalengine.store.location import replace_file
+from evalengine.metrics import repeatability as repeatability_metrics
+from evalengine.store.build import add_hit_counts, read_hit_counts
+from evalengine.store.layout import StoreLayout
+from evalengine.store.shards import scan_shards
 
 BY = ("category_id", "size_bin")
+AR_METHODS = ("exact", "trapezoid", "grid")
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class ProposalEvaluation:
     """The proposal match table of one run (``gt`` one row per ground truth and budget, ``images`` the
     proposals evaluated per image) and every recall metric as a query over it."""
 
-    store: object
+    layout: StoreLayout
     run: str
     protocol: ProposalProtocol
     matches_dir: object  # pathlib.Path or RemotePath
@@ -33,17 +35,22 @@ class ProposalEvaluation:
     def image_counts(self) -> pl.LazyFrame:
         return scan_shards(self.matches_dir / "images")
 
+    def images(self) -> pl.LazyFrame:
+        return pl.scan_parquet(str(self.layout.paths.table("images")))
+
+    def gt(self) -> pl.LazyFrame:
+        return scan_shards(self.layout.paths.gt)
+
     @cached_property
     def n_images(self) -> int:
-        return self.store.images().select(pl.len()).collect().item()
+        return self.images().select(pl.len()).collect().item()
 
     def _matches(self, by) -> pl.LazyFrame:
-        unknown = set(by) - set(BY)
-        if unknown:
-            raise ProtocolError(f"by: slices are {BY}, got {sorted(unknown)}")
+        for column in by:
+            check_option("by", column, BY)
         frame = self.gt_matches()
         if "size_bin" in by:
-            frame = recall_metrics.with_size_bin(frame, self.store.gt(), self.store.images())
+            frame = recall_metrics.with_size_bin(frame, self.gt(), self.images())
         return frame
 
     def mean_proposals(self) -> pl.DataFrame:
@@ -70,6 +77,7 @@ class ProposalEvaluation:
                        matcher: str = "greedy", aggregation: str = "instances", by=()) -> pl.DataFrame:
         """AR per budget: ``exact`` (the integral over ``iou_range``), ``trapezoid`` (the toolbox's 0.001 grid)
         or ``grid`` (the mean recall at ``iou_thresholds``)."""
+        check_option("method", method, AR_METHODS)
         frame = self._matches(by)
         if method == "exact":
             table = recall_metrics.average_recall(frame, matcher, aggregation, iou_range, list(by))
@@ -77,12 +85,10 @@ class ProposalEvaluation:
             if aggregation != "instances":
                 raise ProtocolError("the toolbox's trapezoid AR pools instances; use method='exact' for images")
             table = recall_metrics.average_recall_trapezoid(frame, matcher, list(by))
-        elif method == "grid":
+        else:
             if iou_thresholds is None:
                 raise ProtocolError("method='grid' needs iou_thresholds")
             table = recall_metrics.average_recall_grid(frame, iou_thresholds, matcher, aggregation, list(by))
-        else:
-            raise ProtocolError(f"method must be 'exact', 'trapezoid' or 'grid', got {method!r}")
         return self._with_budget_axis(table.with_columns(method=pl.lit(method)))
 
     def best_overlap(self, by=()) -> pl.DataFrame:
@@ -102,22 +108,18 @@ class ProposalEvaluation:
                .rename(lambda c: c if c == "category_id" else f"recall@{c}"))
         n = self.gt_matches().filter(pl.col("budget") == budget).group_by("category_id").len("n_gt").collect()
         return (ar.select("category_id", "ar").join(rec, on="category_id").join(n, on="category_id")
-                .join(self.store.categories().select("category_id", "name").collect(), on="category_id", how="left")
+                .join(self.layout.read("categories").select("category_id", "name"), on="category_id", how="left")
                 .sort("category_id"))
 
     def oma(self, iou_thresholds=(0.5, 0.8), lattice: str = "edges") -> pl.DataFrame:
         """Wang et al.'s recall and OMA per (budget, IoU threshold): per-image means, non-exclusive hits, the
         random-sampling chance HPRS removed (Eq. 8). OMA vs budget at a threshold, or vs IoU at a budget.
         The exact hit counts are cached in the store (``hprs/lattice=L``) and reused by every run and query."""
-        cache = self.store.layout.hit_count_cache(lattice)
-        known = pl.read_parquet(str(cache)) if cache.is_file() else None
+        known = read_hit_counts(self.layout, lattice)
         counts, counted = oma_metrics.object_hit_counts(
-            recall_metrics.evaluated_gt_boxes(self.gt_matches(), self.store.gt()).collect(),
-            self.store.images().collect(), iou_thresholds, lattice, known=known)
-        if counted.height:  # N_hit depends on the image size, box and τ only: kept for every later query
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            merged = counted if known is None else pl.concat([known, counted])
-            replace_file(cache, merged.write_parquet)
+            recall_metrics.evaluated_gt_boxes(self.gt_matches(), self.gt()).collect(),
+            self.images().collect(), iou_thresholds, lattice, known=known)
+        add_hit_counts(self.layout, lattice, known, counted)
         table = oma_metrics.oma(self.gt_matches().collect(), self.image_counts().collect(), counts)
         return self._with_budget_axis(table.lazy())
 
@@ -139,68 +141,30 @@ class ProposalEvaluation:
             raise ProtocolError(f"budget {budget} was not evaluated (budgets: {list(self.protocol.budgets)})")
         return budget
 
-    def _per_budget(self, table: pl.DataFrame, column: str) -> list:
+    def per_budget(self, table: pl.DataFrame, column: str) -> list:
         """``column`` of ``table`` as one value per budget of the protocol (null where the table has none)."""
         budgets = pl.DataFrame({"budget": list(self.protocol.budgets)}, schema={"budget": pl.Int32})
         return budgets.join(table.select("budget", column), on="budget", how="left",
                             maintain_order="left").get_column(column).to_list()
 
-    def oma_report(self, iou_thresholds=(0.5, 0.7), lattice: str = "edges") -> dict:
-        """OMA per budget for each threshold, keyed by ``str(float(t))`` (the CLI's ``oma`` entry)."""
-        table = self.oma(iou_thresholds, lattice=lattice)
-        return {str(float(t)): self._per_budget(table.filter(pl.col("iou_threshold") == float(t)), "oma")
-                for t in iou_thresholds}
 
-    def report(self, iou_thresholds=(0.5, 0.7), matcher: str = "greedy", aggregation: str = "instances") -> dict:
-        """The CLI's JSON: one entry per budget for ``mean_proposals``, exact ``ar`` and each threshold's recall
-        (null where no ground truth is evaluated)."""
-        per_budget = self._per_budget
-        rec = self.recall(iou_thresholds, matcher=matcher, aggregation=aggregation)
-        return {
-            "protocol": self.protocol.name if matcher == "greedy" else "best-overlap",
-            "matcher": matcher,
-            "aggregation": aggregation,
-            "budgets": list(self.protocol.budgets),
-            "mean_proposals": per_budget(self.mean_proposals(), "mean_proposals"),
-            "ar": per_budget(self.average_recall(matcher=matcher, aggregation=aggregation), "ar"),
-            "recall": {str(float(t)): per_budget(rec.filter(pl.col("iou_threshold") == float(t)), "recall")
-                       for t in iou_thresholds},
-        }
-
-
-def coco_mean_proposals(store, run: str, budgets) -> pl.DataFrame:
+def coco_mean_proposals(layout: StoreLayout, run: str, budgets) -> pl.DataFrame:
     """Mean proposals per image at each budget, counted from the ranked proposals (the coco protocol has no
     proposal match table)."""
-    counts = image_counts(store.proposals(run).select("image_id", "rank").collect(), budgets)
-    n_images = store.images().select(pl.len()).collect().item()
+    counts = image_counts(scan_shards(layout.paths.proposals(run)).select("image_id", "rank").collect(), budgets)
+    n_images = pl.scan_parquet(str(layout.paths.table("images"))).select(pl.len()).collect().item()
     return recall_metrics.mean_proposals(counts.lazy(), n_images, budgets).collect()
 
 
-def coco_report(acc, mean_proposals: pl.DataFrame, iou_thresholds) -> dict:
-    """The CLI's JSON for the ``coco`` protocol on proposals (pycocotools with ``useCats=0``, ``maxDets`` =
-    the budgets): AR@N (area all, the mean recall over the IoU thresholds), recall at each requested threshold
-    (one of the protocol's), and the 12 summary numbers."""
-    if len(acc.protocol.max_dets) < 3:
-        raise ProtocolError(f"the coco protocol's 12 numbers need at least 3 budgets (pycocotools' summary reads "
-                            f"maxDets[2]), got {list(acc.protocol.max_dets)}")
-    table = ap_table(acc).filter(pl.col("area_range") == "all")
-    thresholds = sorted(set(table.get_column("iou_threshold").to_list()))
-    recall_at = {}
-    for t in iou_thresholds:
-        near = [u for u in thresholds if abs(u - float(t)) < 1e-9]
-        if not near:
-            raise ProtocolError(f"IoU {t} is not one of the coco protocol's thresholds {thresholds}")
-        recall_at[str(float(t))] = (table.filter(pl.col("iou_threshold") == near[0]).sort("max_dets")
-                                    .get_column("recall").to_list())
-    ar = table.group_by("max_dets").agg(pl.col("recall").mean()).sort("max_dets")
-    return {
-        "protocol": "coco",
-        "matcher": "coco",
-        "aggregation": "instances",
-        "budgets": ar.get_column("max_dets").to_list(),
-        "mean_proposals": mean_proposals.sort("budget").get_column("mean_proposals").to_list(),
-        "ar": ar.get_column("recall").to_list(),
-        "recall": recall_at,
-        "stats": summary_stats(acc),
-        "stat_names": list(STAT_NAMES),
-    }
+def repeatability(layout: StoreLayout, folders: dict, method: str = "exact", empty_bins: str = "skip",
+                  touching_gt: bool = False, by_bin: bool = False) -> pl.DataFrame:
+    """Repeatability of each perturbed run (``{run: its repeatability match table}``) with its kind and level;
+    ``by_bin`` gives the area per size bin instead."""
+    matches = pl.concat([scan_shards(folder / "ref").drop("shard").collect().with_columns(run=pl.lit(run))
+                         for run, folder in folders.items()])
+    table = (repeatability_metrics.repeatability_by_bin(matches, method, touching_gt) if by_bin else
+             repeatability_metrics.repeatability(matches, method, empty_bins, touching_gt))
+    perturbations = {run: layout.proposal_runs[run]["perturbation"] for run in folders}
+    described = pl.DataFrame([{"run": run, "kind": p["kind"], "level": p["level"]} for run, p in perturbations.items()],
+                             schema={"run": pl.String, "kind": pl.String, "level": pl.Float64})
+    return described.join(table, on="run", how="left", maintain_order="left")

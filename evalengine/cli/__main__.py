@@ -1,0 +1,5 @@
+"""``python -m evalengine.cli``."""
+
+from evalengine.cli import run
+
+run()

@@ -1,0 +1,117 @@
+"""The COCO commands: ``coco`` (files in, summary out), ``ingest coco``, ``evaluate``, ``add-run``, ``compare``,
+``report``."""
+
+from evalengine import api
+from evalengine.cli import options
+from evalengine.cli.options import STORE_HELP
+
+
+def _cmd_coco(args) -> str:
+    timed = options.phases(args)
+    evaluation = api.evaluate_coco(args.gt, args.dt, options.protocol(args), store=args.store, n_shards=args.shards,
+                                   phases=timed, **options.schedule(args))
+    return options.profiled(args, timed, api.report.coco_output(evaluation, args.json, args.store))
+
+
+def _cmd_ingest(args) -> str:
+    timed = options.phases(args)
+    with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
+        store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
+                                overwrite=args.overwrite, progress=advance, image_metadata=args.image_metadata)
+    text = f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})"
+    return options.profiled(args, timed, text)
+
+
+def _cmd_evaluate(args) -> str:
+    timed = options.phases(args)
+    evaluation = api.evaluate_store(api.open(args.store), options.protocol(args), run=args.run, phases=timed,
+                                    **options.schedule(args))
+    return options.profiled(args, timed, api.report.coco_output(evaluation, args.json))
+
+
+def _cmd_add_run(args) -> str:
+    timed = options.phases(args)
+    with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
+        store = api.open(args.store).add_run(args.dt, args.run, overwrite=args.overwrite, progress=advance)
+    return options.profiled(args, timed, f"store: {store.path} (runs: {', '.join(store.runs)})")
+
+
+def _cmd_compare(args) -> str:
+    table = api.open(args.store).compare(args.runs, options.protocol(args), **options.schedule(args))
+    if args.area_range:
+        table = table.filter(table["area_range"] == args.area_range)
+    return table.write_json() if args.json else api.report.table(table)
+
+
+def _cmd_report(args) -> str:
+    evaluation = api.open(args.store).report(options.protocol(args), run=args.run, where=args.where,
+                                             category_ids=args.categories, **options.schedule(args))
+    return api.report.coco_output(evaluation, args.json)
+
+
+def add_coco(sub) -> None:
+    coco = sub.add_parser("coco", help="evaluate COCO JSON files as pycocotools would (bbox)")
+    coco.add_argument("--gt", required=True, help="COCO ground-truth JSON")
+    coco.add_argument("--dt", required=True,
+                      help="detections: COCO result JSON, JSON Lines or Parquet (image_id, category_id, score, "
+                           "bbox or x, y, w, h)")
+    coco.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
+    coco.add_argument("--shards", type=int, default=None, help="image shards (default: ~100k detections each)")
+    options.protocol_args(coco)
+    coco.set_defaults(func=_cmd_coco)
+
+
+def add_ingest(sub) -> None:
+    ingest = sub.add_parser("ingest", help="build a store from input files")
+    ingest_sub = ingest.add_subparsers(dest="format", required=True)
+    ingest_coco = ingest_sub.add_parser("coco", help="COCO ground truth and results")
+    ingest_coco.add_argument("--gt", required=True)
+    ingest_coco.add_argument("--dt", required=True)
+    ingest_coco.add_argument("--store", required=True, help=STORE_HELP)
+    ingest_coco.add_argument("--shards", type=int, default=None)
+    ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
+    ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    ingest_coco.add_argument("--image-metadata", default=None, metavar="FILE",
+                             help="CSV or Parquet table keyed by image_id whose columns are added to the images")
+    options.run_args(ingest_coco)
+    ingest_coco.set_defaults(func=_cmd_ingest)
+
+
+def add_evaluate(sub) -> None:
+    evaluate = sub.add_parser("evaluate", help="match a stored run and print its COCO summary")
+    evaluate.add_argument("store", help=STORE_HELP)
+    evaluate.add_argument("--protocol", choices=["coco"], default="coco", help="matching protocol")
+    evaluate.add_argument("--run", default=api.DEFAULT_RUN)
+    options.protocol_args(evaluate)
+    evaluate.set_defaults(func=_cmd_evaluate)
+
+
+def add_add_run(sub) -> None:
+    add_run = sub.add_parser("add-run", help="add a detection run (a model or a perturbation) to a store")
+    add_run.add_argument("store", help=STORE_HELP)
+    add_run.add_argument("--run", required=True, help="name of the new run")
+    add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
+    add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
+    options.run_args(add_run)
+    add_run.set_defaults(func=_cmd_add_run)
+
+
+def add_compare(sub) -> None:
+    compare = sub.add_parser("compare", help="AP per class and size of two or more runs, with differences")
+    compare.add_argument("store", help=STORE_HELP)
+    compare.add_argument("runs", nargs="+", metavar="RUN", help="runs to compare; differences are to the first")
+    compare.add_argument("--area-range", default=None, help="only this area range (e.g. all, small)")
+    options.protocol_args(compare)
+    compare.set_defaults(func=_cmd_compare)
+
+
+def add_report(sub) -> None:
+    report = sub.add_parser("report", help="COCO summary of a slice of a store: images by metadata, categories")
+    report.add_argument("store", help=STORE_HELP)
+    report.add_argument("--run", default=api.DEFAULT_RUN)
+    report.add_argument("--where", default=None, metavar="PREDICATE",
+                        help="SQL predicate over the images table, e.g. \"width > 500 AND weather = 'rain'\"")
+    report.add_argument("--categories", type=int, nargs="+", default=None, metavar="ID",
+                        help="only these category ids (pycocotools params.catIds)")
+    options.protocol_args(report)
+    report.set_defaults(func=_cmd_report)

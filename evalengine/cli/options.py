@@ -1,0 +1,81 @@
+"""Declarations and readings shared by the commands: the COCO protocol's options, scheduling, progress, output."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from evalengine import api
+from evalengine.errors import EvalEngineError
+
+STORE_HELP = "a store folder, or an s3:// or gs:// URL (credentials from the environment)"
+
+
+def protocol_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--iou-type", choices=api.IOU_TYPES, default="bbox", help="what is matched (bbox)")
+    parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,
+                        help="0 pools all categories into one (class-agnostic, pycocotools useCats=0)")
+    parser.add_argument("--max-dets", type=int, nargs="+", default=list(api.COCO_MAX_DETS), metavar="N",
+                        help="detection caps per image and category (default: 1 10 100)")
+    parser.add_argument("--iou-thresholds", type=float, nargs="+", default=None, metavar="T",
+                        help="IoU thresholds (default: pycocotools' linspace(.5, .95, 10))")
+    parser.add_argument("--area-ranges", nargs="+", default=None, metavar="LABEL:LO:HI", type=_area_range,
+                        help="area ranges, bounds inclusive (default: all:0:1e10 small:0:1024 medium:1024:9216 "
+                             "large:9216:1e10); the summary looks up the labels all/small/medium/large")
+    parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
+                        help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
+    schedule_args(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
+    run_args(parser)
+
+
+def schedule_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scheduler", choices=api.SCHEDULERS, default="threads", help="Dask scheduler for matching")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="threads or processes of the local scheduler (default: one per core)")
+    parser.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
+
+
+def run_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (they show only on a terminal)")
+    parser.add_argument("--profile", action="store_true", help="print the time of each phase on stderr")
+
+
+def schedule(args) -> dict:
+    """The scheduling options as the API takes them."""
+    return {"scheduler": args.scheduler, "address": args.address, "workers": args.workers}
+
+
+def phases(args) -> api.Phases:
+    return api.Phases(quiet=args.quiet)
+
+
+def profiled(args, timed: api.Phases, text: str) -> str:
+    if args.profile:
+        print(timed.report(), file=sys.stderr)
+    return text
+
+
+def _area_range(text: str) -> tuple:
+    try:
+        label, lo, hi = text.split(":")
+        return label, float(lo), float(hi)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LABEL:LO:HI (e.g. small:0:1024), got {text!r}") from None
+
+
+def protocol(args) -> api.CocoProtocol:
+    return api.CocoProtocol(
+        iou_thresholds=tuple(args.iou_thresholds) if args.iou_thresholds else api.COCO_IOU_THRESHOLDS,
+        area_ranges=tuple(args.area_ranges) if args.area_ranges else api.COCO_AREA_RANGES,
+        max_dets=tuple(args.max_dets),
+        use_cats=bool(args.use_cats),
+        zero_id_quirk=bool(args.keep_zero_id_quirk),
+        iou_type=args.iou_type,
+    )
+
+
+def read_text(path) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise EvalEngineError(f"{path}: cannot read ({exc.strerror})") from exc

@@ -1,0 +1,48 @@
+"""The one planner: matches a stored run under any protocol (:class:`evalengine.match.protocol.Protocol`), one
+Dask task per image shard, and writes its match table atomically, ``protocol.json`` last."""
+
+import json
+
+import polars as pl
+
+from evalengine.engine.memory import keep_freed_memory
+from evalengine.engine.runner import run_shard_tasks
+from evalengine.store.commit import atomic_folder
+from evalengine.store.location import location
+from evalengine.store.paths import PROTOCOL_FILE, shard_file
+
+MATCH_ROW_GROUP = 16_384
+
+
+def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int) -> int:
+    """One shard task: read the shard's tables, match them, write one file per side."""
+    keep_freed_memory()
+    sides = protocol.match_shard({name: pl.read_parquet(path) for name, path in inputs.items()}, context)
+    for side, frame in sides.items():
+        path = shard_file(location(out_dir) / side, shard)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # grouped by category in small row groups: accumulating a batch of categories skips the rest
+        frame.write_parquet(str(path), row_group_size=MATCH_ROW_GROUP, compression="lz4")
+    return sum(frame.height for frame in sides.values())
+
+
+def matched(target, protocol) -> bool:
+    """Whether ``target`` holds a match table made with ``protocol``'s matching parameters."""
+    recorded = target / PROTOCOL_FILE
+    return recorded.is_file() and json.loads(recorded.read_text()).get("match") == protocol.match_params()
+
+
+def match(layout, run: str, protocol, scheduler: str = "threads", address: str | None = None, on_shard_done=None,
+          workers: int | None = None):
+    """Match ``run`` under ``protocol`` unless a match table with the same parameters exists; return its folder."""
+    inputs, context = protocol.shard_inputs(layout, run)
+    target = layout.paths.matches_dir(protocol.match_key(), run)
+    if matched(target, protocol):
+        return target
+    with atomic_folder(target, overwrite=True) as tmp:
+        run_shard_tasks(_match_shard, [(protocol, shard_inputs, context, str(tmp), k)
+                                       for k, shard_inputs in enumerate(inputs)],
+                        scheduler=scheduler, address=address, on_done=on_shard_done, workers=workers)
+        # last: on an object store it commits the table
+        (tmp / PROTOCOL_FILE).write_text(json.dumps(protocol.description(), indent=2))
+    return target

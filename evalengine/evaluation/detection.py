@@ -1,0 +1,105 @@
+"""A detection run matched under the COCO protocol: every COCO metric as a query over its match table, for the
+whole run or a slice of it (pycocotools ``params.imgIds`` / ``params.catIds``)."""
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import polars as pl
+
+from evalengine.match.coco import CocoProtocol
+from evalengine.metrics import ap as ap_metrics
+from evalengine.metrics import summary as summary_metrics
+from evalengine.metrics.counts import per_image_counts
+from evalengine.store.layout import StoreLayout
+from evalengine.store.shards import scan_shards
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A matched run: the match table and every COCO metric as a query over it.
+
+    ``image_subset`` / ``category_subset`` restrict it to a slice: pycocotools matches every image and category on its
+    own, so a slice is only a filter of the accumulation, exact without matching again."""
+
+    layout: StoreLayout
+    run: str
+    protocol: CocoProtocol
+    matches_dir: object
+    image_subset: tuple | None = None
+    category_subset: tuple | None = None
+    # what the files depend on (the temporary folder of a one-shot evaluation), kept as long as the evaluation
+    keep_alive: list = field(default_factory=list, repr=False, compare=False)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def dt_matches(self) -> pl.LazyFrame:
+        return scan_shards(self.matches_dir / "dt")
+
+    def gt_matches(self) -> pl.LazyFrame:
+        return scan_shards(self.matches_dir / "gt")
+
+    def slice(self, image_ids=None, category_ids=None) -> "Evaluation":
+        """The same run restricted to these images and categories (None: all)."""
+        return replace(self, image_subset=None if image_ids is None else tuple(image_ids),
+                       category_subset=None if category_ids is None else tuple(sorted(category_ids)), _cache={})
+
+    @cached_property
+    def category_ids(self) -> list:
+        """The evaluated categories (pycocotools ``params.catIds``)."""
+        return list(self.category_subset) if self.category_subset is not None else self.layout.category_ids()
+
+    def accumulate(self, want_curve: bool = False, on_batch_done=None) -> ap_metrics.Accumulation:
+        """pycocotools ``accumulate`` ([K, A, M, T, R] arrays); kept for each ``want_curve``."""
+        key = bool(want_curve)
+        if key not in self._cache:
+            self._cache[key] = ap_metrics.accumulate(
+                self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol,
+                want_curve=want_curve, on_batch_done=on_batch_done, image_ids=self.image_subset)
+        return self._cache[key]
+
+    def ap_table(self) -> pl.DataFrame:
+        """AP and recall per (category, IoU threshold, area range, max dets), −1 where undefined."""
+        return ap_metrics.ap_table(self.accumulate())
+
+    def precision_recall(self) -> pl.DataFrame:
+        """Interpolated precision and score at every recall threshold (pycocotools ``eval['precision']``)."""
+        return ap_metrics.precision_recall_table(self.accumulate(want_curve=True))
+
+    def stats(self) -> list:
+        """pycocotools ``COCOeval.stats``."""
+        return summary_metrics.summary_stats(self.accumulate())
+
+    def summary(self) -> pl.DataFrame:
+        """The 12 numbers as ``metric, value`` rows."""
+        return summary_metrics.summary_frame(self.accumulate())
+
+    def class_metrics(self) -> pl.DataFrame:
+        """AP, AP50 and AR per category (area 'all', last max dets), −1 where undefined."""
+        return summary_metrics.per_class_frame(self.accumulate())
+
+    def per_class(self) -> pl.DataFrame:
+        """:meth:`class_metrics` joined to the category names."""
+        table = self.class_metrics()
+        if not self.protocol.use_cats:
+            return table
+        return table.join(self.layout.read("categories"), on="category_id", how="left", maintain_order="left")
+
+    def per_image_counts(self, iou_threshold: float = 0.5, area_range: str = "all", max_dets: int | None = None):
+        """TP, FP and FN per image (see :func:`evalengine.metrics.counts.per_image_counts`)."""
+        return per_image_counts(self.dt_matches(), self.gt_matches(), pl.scan_parquet(str(self.layout.paths.table("images"))),
+                                self.protocol, iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets)
+
+
+def compare(evaluations: dict, categories: pl.DataFrame) -> pl.DataFrame:
+    """AP@[.50:.95] (max dets 100) per category and area range for each run (``{run: Evaluation}``), and each run's
+    difference to the first: one row per (category, area range), columns ``ap_<run>`` and ``diff_<run>``."""
+    runs = list(evaluations)
+    tables = [evaluation.ap_table().filter((pl.col("max_dets") == 100) & (pl.col("ap") > -1))
+              .group_by("category_id", "area_range").agg(pl.col("ap").mean().alias(f"ap_{run}"))
+              for run, evaluation in evaluations.items()]
+    joined = tables[0]
+    for table in tables[1:]:
+        joined = joined.join(table, on=["category_id", "area_range"], how="full", coalesce=True)
+    base = f"ap_{runs[0]}"
+    return (joined.with_columns([(pl.col(f"ap_{run}") - pl.col(base)).alias(f"diff_{run}") for run in runs[1:]])
+            .join(categories.select("category_id", "name"), on="category_id", how="left")
+            .sort("category_id", "area_range"))

@@ -1,0 +1,117 @@
+"""What the front doors print: the reference tools' summaries as they print them, the command's JSON payloads and
+tables. Every function reads an evaluation's frames."""
+
+import json
+
+import polars as pl
+
+from evalengine.errors import ProtocolError
+from evalengine.evaluation.detection import Evaluation
+from evalengine.evaluation.proposals import ProposalEvaluation
+from evalengine.metrics.summary import STAT_NAMES, SUMMARY_LAYOUT, summary_cap
+
+
+def table(frame: pl.DataFrame) -> str:
+    """A frame as a plain table: every row and column, no shape or dtypes."""
+    with pl.Config(tbl_rows=100, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        return str(frame)
+
+
+def coco_summary(evaluation: Evaluation) -> str:
+    """The 12-number summary exactly as pycocotools ``summarize`` prints it."""
+    p = evaluation.protocol
+    t_lo, t_hi = p.iou_thresholds[0], p.iou_thresholds[-1]
+    lines = []
+    for (_, is_ap, t, area, cap), value in zip(SUMMARY_LAYOUT, evaluation.stats()):
+        title = "Average Precision" if is_ap else "Average Recall"
+        short = "(AP)" if is_ap else "(AR)"
+        iou = f"{t_lo:0.2f}:{t_hi:0.2f}" if t is None else f"{t:0.2f}"
+        lines.append(f" {title:<18} {short} @[ IoU={iou:<9} | area={area:>6s} | "
+                     f"maxDets={summary_cap(cap, p.max_dets):>3d} ] = {value:0.3f}")
+    return "\n".join(lines)
+
+
+def coco_output(evaluation: Evaluation, as_json: bool, store=None) -> str:
+    """``evalengine coco`` / ``evaluate`` / ``report``: the summary (and where the store is), or one JSON object
+    ``{"stats", "stat_names", "per_class": {category_id: {"ap", "ap50", "ar"}}[, "store"]}``."""
+    if not as_json:
+        return coco_summary(evaluation) + (f"\nstore: {store}" if store else "")
+    stats = evaluation.stats()
+    per_class = {str(row["category_id"]): {"ap": row["ap"], "ap50": row["ap50"], "ar": row["ar"]}
+                 for row in evaluation.class_metrics().iter_rows(named=True)}
+    payload = {"stats": stats, "stat_names": list(STAT_NAMES), "per_class": per_class}
+    if store:
+        payload["store"] = str(store)
+    return json.dumps(payload)
+
+
+def proposal_payload(evaluation: ProposalEvaluation, iou_thresholds=(0.5, 0.7), matcher: str = "greedy",
+                     aggregation: str = "instances") -> dict:
+    """``evalengine proposals --json``: one entry per budget for ``mean_proposals``, exact ``ar`` and each
+    threshold's recall (null where no ground truth is evaluated)."""
+    per_budget = evaluation.per_budget
+    rec = evaluation.recall(iou_thresholds, matcher=matcher, aggregation=aggregation)
+    return {
+        "protocol": evaluation.protocol.name if matcher == "greedy" else "best-overlap",
+        "matcher": matcher,
+        "aggregation": aggregation,
+        "budgets": list(evaluation.protocol.budgets),
+        "mean_proposals": per_budget(evaluation.mean_proposals(), "mean_proposals"),
+        "ar": per_budget(evaluation.average_recall(matcher=matcher, aggregation=aggregation), "ar"),
+        "recall": {str(float(t)): per_budget(rec.filter(pl.col("iou_threshold") == float(t)), "recall")
+                   for t in iou_thresholds},
+    }
+
+
+def oma_payload(evaluation: ProposalEvaluation, iou_thresholds=(0.5, 0.7), lattice: str = "edges") -> dict:
+    """OMA per budget for each threshold, keyed by ``str(float(t))`` (the ``oma`` entry of the JSON)."""
+    oma = evaluation.oma(iou_thresholds, lattice=lattice)
+    return {str(float(t)): evaluation.per_budget(oma.filter(pl.col("iou_threshold") == float(t)), "oma")
+            for t in iou_thresholds}
+
+
+def coco_proposal_payload(evaluation: Evaluation, mean_proposals: pl.DataFrame, iou_thresholds) -> dict:
+    """``evalengine proposals --protocol coco --json`` (pycocotools with ``useCats=0``, ``maxDets`` = the budgets):
+    AR@N (area all, the mean recall over the IoU thresholds), recall at each requested threshold (one of the
+    protocol's), and the 12 summary numbers."""
+    if len(evaluation.protocol.max_dets) < 3:
+        raise ProtocolError(f"the coco protocol's 12 numbers need at least 3 budgets (pycocotools' summary reads "
+                            f"maxDets[2]), got {list(evaluation.protocol.max_dets)}")
+    ap = evaluation.ap_table().filter(pl.col("area_range") == "all")
+    thresholds = sorted(set(ap.get_column("iou_threshold").to_list()))
+    recall_at = {}
+    for t in iou_thresholds:
+        near = [u for u in thresholds if abs(u - float(t)) < 1e-9]
+        if not near:
+            raise ProtocolError(f"IoU {t} is not one of the coco protocol's thresholds {thresholds}")
+        recall_at[str(float(t))] = (ap.filter(pl.col("iou_threshold") == near[0]).sort("max_dets")
+                                    .get_column("recall").to_list())
+    ar = ap.group_by("max_dets").agg(pl.col("recall").mean()).sort("max_dets")
+    return {
+        "protocol": "coco",
+        "matcher": "coco",
+        "aggregation": "instances",
+        "budgets": ar.get_column("max_dets").to_list(),
+        "mean_proposals": mean_proposals.sort("budget").get_column("mean_proposals").to_list(),
+        "ar": ar.get_column("recall").to_list(),
+        "recall": recall_at,
+        "stats": evaluation.stats(),
+        "stat_names": list(STAT_NAMES),
+    }
+
+
+def proposal_table(payload: dict) -> str:
+    """A proposal payload as the command prints it: recall and AR per budget (then OMA, then the 12 numbers)."""
+    columns = {"budget": payload["budgets"], "mean #proposals": payload["mean_proposals"], "AR": payload["ar"],
+               **{f"recall@{t}": values for t, values in payload["recall"].items()}}
+    ar_range = "AR: mean recall over IoU .50:.05:.95" if payload["protocol"] == "coco" else "AR over IoU [0.5, 1]"
+    title = (f"protocol {payload['protocol']} (matcher: {payload['matcher']}, aggregation: {payload['aggregation']}; "
+             f"{ar_range})")
+    text = title + "\n" + table(pl.DataFrame(columns).with_columns(pl.exclude("budget").cast(pl.Float64).round(4)))
+    if "oma" in payload:
+        oma = pl.DataFrame({"budget": payload["budgets"], **{f"OMA@{t}": v for t, v in payload["oma"].items()}})
+        text += "\n" + table(oma.with_columns(pl.exclude("budget").cast(pl.Float64).round(4)))
+    if "stats" in payload:
+        text += "\n" + "\n".join(f"{name:<26} {value:.4f}" for name, value in zip(payload["stat_names"], payload["stats"]))
+    return text

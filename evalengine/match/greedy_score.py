@@ -1,0 +1,95 @@
+"""Greedy assignment by detection score (pycocotools ``evaluateImg``), over precomputed similarity blocks.
+
+Per group the detections come sorted by score and cut to the cap. For every area range the ground truths are
+stably reordered, regular before ignored, and for every IoU threshold each detection in turn takes the best
+still-free ground truth with similarity >= threshold, where:
+
+- a later ground truth with equal similarity wins (the running threshold is raised to the best value);
+- once matched to a regular ground truth, the search stops at the ignored ones;
+- a crowd ground truth can absorb any number of detections;
+- a detection matched to an ignored ground truth is ignored, and an unmatched detection whose own area is
+  outside the range is ignored, not a false positive;
+- pycocotools stores the partner's id and tests it for truth, so with ``zero_id_quirk`` a match to ground-truth
+  id 0 reads as unmatched.
+
+Outcomes are bit masks over thresholds (see :func:`evalengine.schema.dt_matches_schema`).
+"""
+
+import numba
+import numpy as np
+
+_ONE = np.uint64(1)
+
+
+@numba.njit(cache=True, nogil=True)
+def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, gt_area, gt_crowd, gt_zero_id,
+                    dt_area, iou_thr, area_lo, area_hi, zero_id_quirk, out):
+    """Assign groups ``[lo, hi)`` from their blocks (:func:`evalengine.geometry.box_iou.box_iou_blocks`'s layout);
+    ``out`` = (dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched), written in place."""
+    dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched = out
+    n_thr = iou_thr.shape[0]
+    n_area = area_lo.shape[0]
+    most_gt = 1
+    for k in range(lo, hi):
+        most_gt = max(most_gt, gt_len[k])
+    order = np.empty(most_gt, np.int64)  # scratch buffers, reused by every group
+    ignored = np.empty(most_gt, np.bool_)
+    taken = np.empty(most_gt, np.bool_)
+    for k in range(lo, hi):
+        g0, ng, d0, nd = gt_start[k], gt_len[k], dt_start[k], dt_len[k]
+        block = offsets[k - lo]
+        if ng == 0:  # nothing to match: only the out-of-range rule applies
+            for a in range(n_area):
+                for d in range(nd):
+                    if dt_area[d0 + d] < area_lo[a] or dt_area[d0 + d] > area_hi[a]:
+                        dt_ignored[d0 + d, a] = ~np.uint64(0) >> np.uint64(64 - n_thr)
+            continue
+        for a in range(n_area):
+            area_bit = _ONE << np.uint64(a)
+            n_regular = 0
+            for g in range(ng):
+                if gt_crowd[g0 + g] or gt_area[g0 + g] < area_lo[a] or gt_area[g0 + g] > area_hi[a]:
+                    gt_ignored[g0 + g] |= area_bit
+                else:
+                    order[n_regular] = g
+                    n_regular += 1
+            i = n_regular
+            for g in range(ng):
+                if gt_ignored[g0 + g] & area_bit:
+                    order[i] = g
+                    i += 1
+            for i in range(ng):
+                ignored[i] = i >= n_regular
+            for t in range(n_thr):
+                thr_bit = _ONE << np.uint64(t)
+                taken[:ng] = False
+                for d in range(nd):
+                    row = block + d * ng
+                    best = min(iou_thr[t], 1 - 1e-10)
+                    m = -1
+                    for i in range(ng):
+                        g = order[i]
+                        if taken[i] and not gt_crowd[g0 + g]:
+                            continue
+                        if m > -1 and not ignored[m] and ignored[i]:
+                            break
+                        if values[row + g] < best:
+                            continue
+                        best = values[row + g]
+                        m = i
+                    outside = dt_area[d0 + d] < area_lo[a] or dt_area[d0 + d] > area_hi[a]
+                    if m == -1:
+                        if outside:
+                            dt_ignored[d0 + d, a] |= thr_bit
+                        continue
+                    taken[m] = True
+                    g = order[m]
+                    gt_matched[g0 + g, a] |= thr_bit
+                    counted = not (zero_id_quirk and gt_zero_id[g0 + g])
+                    if ignored[m] or (not counted and outside):
+                        dt_ignored[d0 + d, a] |= thr_bit
+                    elif counted:
+                        dt_tp[d0 + d, a] |= thr_bit
+                    if a == 0:
+                        dt_partner[d0 + d, t] = g0 + g
+                        dt_iou[d0 + d, t] = values[row + g]

@@ -1,0 +1,122 @@
+"""Writing a store: a new one, a run added or replaced, a cache kept; each atomically
+(see :mod:`evalengine.store.commit`)."""
+
+import json
+from datetime import datetime, timezone
+
+import polars as pl
+
+from evalengine import __version__, schema
+from evalengine.errors import StoreError
+from evalengine.store.commit import atomic_folder, replace_file, replace_text
+from evalengine.store.layout import StoreLayout, open_layout
+from evalengine.store.location import location, remove_tree
+from evalengine.store.paths import StorePaths
+from evalengine.store.ranking import ProposalRun, write_proposal_run
+from evalengine.store.shards import ShardWriter, write_batches, write_table
+from evalengine.store.sharding import shard_of
+
+
+def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False,
+                 progress=None, proposal_runs: dict | None = None) -> StoreLayout:
+    """Write a new store atomically.
+
+    ``runs`` maps a run name to an iterable of detection frames (schema :data:`evalengine.schema.DT`),
+    which are sharded and written as they come. ``proposal_runs`` maps a run name to a
+    :class:`~evalengine.store.ranking.ProposalRun`. ``progress(n_rows)`` is called after each frame.
+    """
+    proposal_runs = proposal_runs or {}
+    clash = set(runs) & set(proposal_runs)
+    if clash:
+        raise StoreError(f"{path}: run name(s) {', '.join(sorted(clash))} used for both detections and proposals")
+    if n_shards < 1:
+        raise StoreError(f"n_shards must be >= 1, got {n_shards}")
+    path = location(path)
+    images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
+    with atomic_folder(path, overwrite=overwrite) as tmp:
+        paths = StorePaths(tmp)
+        write_table(images, paths.table("images").parent)
+        write_table(categories, paths.table("categories").parent)
+        with ShardWriter(paths.gt, n_shards, dict(gt.schema)) as gt_writer:  # schema.GT and extra source fields
+            gt_writer.write(gt)
+            gt_writer.close()
+        run_rows = [_run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress), provenance)
+                    for run, batches in runs.items()]
+        run_rows += [_run_row(run, write_proposal_run(paths.proposals(run), proposal, n_shards, progress), provenance,
+                              kind="proposals")
+                     for run, proposal in proposal_runs.items()]
+        write_table(pl.DataFrame(run_rows, schema=schema.RUNS), paths.table("runs").parent)
+        manifest = {
+            "schema_version": schema.SCHEMA_VERSION,
+            "evalengine_version": __version__,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "n_shards": n_shards,
+            "runs": sorted(runs),
+            "proposal_runs": {run: proposal.description() for run, proposal in sorted(proposal_runs.items())},
+            "provenance": {k: str(v) for k, v in (provenance or {}).items()},
+        }
+        paths.manifest.write_text(json.dumps(manifest, indent=2))  # last: on an object store it commits the store
+    return open_layout(path)
+
+
+def _run_row(run: str, n_rows: int, provenance, kind: str = "detections") -> dict:
+    return {"run": run, "kind": kind, "source": str((provenance or {}).get(run, "")), "n_detections": n_rows}
+
+
+def add_run(layout: StoreLayout, run: str, batches, provenance=None, overwrite: bool = False,
+            progress=None) -> StoreLayout:
+    """Add (or, with ``overwrite``, replace) a detection run of an existing store.
+
+    The run's shards are written to a temporary folder and renamed into place; then the runs table and
+    the manifest are each replaced through a temporary file. One writer at a time per store.
+    """
+    _check_new_run(layout, run, overwrite, taken=layout.proposal_runs)
+    with atomic_folder(layout.paths.dt(run), overwrite=overwrite) as tmp:
+        n_detections = write_batches(tmp, batches, layout.n_shards, schema.DT, progress)
+    manifest = dict(layout.manifest, runs=sorted(set(layout.manifest["runs"]) | {run}))
+    return _register_run(layout, _run_row(run, n_detections, provenance), manifest, provenance)
+
+
+def add_proposal_run(layout: StoreLayout, run: str, proposal: ProposalRun, provenance=None, overwrite: bool = False,
+                     progress=None) -> StoreLayout:
+    """Add (or, with ``overwrite``, replace) a proposal run of an existing store, atomically as :func:`add_run`."""
+    _check_new_run(layout, run, overwrite, taken=layout.runs)
+    with atomic_folder(layout.paths.proposals(run), overwrite=overwrite) as tmp:
+        n_proposals = write_proposal_run(tmp, proposal, layout.n_shards, progress)
+    manifest = dict(layout.manifest, proposal_runs={**layout.proposal_runs, run: proposal.description()})
+    return _register_run(layout, _run_row(run, n_proposals, provenance, kind="proposals"), manifest, provenance)
+
+
+def _check_new_run(layout: StoreLayout, run: str, overwrite: bool, taken) -> None:
+    if run in taken:
+        raise StoreError(f"{layout.root}: run name '{run}' is taken by a run of the other kind")
+    if (run in layout.runs or run in layout.proposal_runs) and not overwrite:
+        raise StoreError(f"{layout.root}: run '{run}' already exists (pass overwrite to replace it)")
+
+
+def _register_run(layout: StoreLayout, row: dict, manifest: dict, provenance) -> StoreLayout:
+    """Drop the stale match tables of a (re)written run, then replace the runs table and the manifest."""
+    run = row["run"]
+    for folder in list(layout.paths.run_matches(run)):  # a replaced run's match tables no longer hold
+        remove_tree(folder)
+    runs = layout.read("runs").filter(pl.col("run") != run)
+    runs = pl.concat([runs, pl.DataFrame([row], schema=schema.RUNS)])
+    replace_file(layout.paths.table("runs"), runs.write_parquet)
+    manifest["provenance"] = dict(manifest.get("provenance", {}), **{k: str(v) for k, v in (provenance or {}).items()})
+    replace_text(layout.paths.manifest, json.dumps(manifest, indent=2))
+    return open_layout(layout.root)
+
+
+def read_hit_counts(layout: StoreLayout, lattice: str) -> pl.DataFrame | None:
+    """The cached exact HPRS hit counts of ``lattice`` (see :mod:`evalengine.metrics.oma`), None if none yet."""
+    cache = layout.paths.hit_counts(lattice)
+    return pl.read_parquet(str(cache)) if cache.is_file() else None
+
+
+def add_hit_counts(layout: StoreLayout, lattice: str, known: pl.DataFrame | None, counted: pl.DataFrame) -> None:
+    """Keep newly ``counted`` hit counts beside the ``known`` ones (N_hit depends on the image size, box and τ only,
+    so every later query of every run reuses them)."""
+    if counted.height:
+        cache = layout.paths.hit_counts(lattice)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(cache, (counted if known is None else pl.concat([known, counted])).write_parquet)

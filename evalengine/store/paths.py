@@ -1,0 +1,96 @@
+"""The store's one path map: where every table lives, as paths to read and write and as globs relative to the
+store for the SQL views (:mod:`evalengine.sql` hands them to DuckDB as variables).
+
+::
+
+    STORE/manifest.json                 schema version, shard count, runs, provenance
+    STORE/images/part-0.parquet         one row per image, with its shard
+    STORE/categories/part-0.parquet
+    STORE/runs/part-0.parquet
+    STORE/gt/shard=k/part-0.parquet
+    STORE/dt/run=R/shard=k/part-0.parquet
+    STORE/proposals/run=R/shard=k/part-0.parquet        (proposal runs, ranked; see store.ranking)
+    STORE/proposals/run=R/perturbation.parquet          (a perturbed run's homographies and image sizes)
+    STORE/hprs/lattice=L/part-0.parquet                 (cached exact hit counts of Wang et al.'s HPRS)
+    STORE/matches/protocol=P/run=R/<side>/shard=k/part-0.parquet  (+ protocol.json, written last)
+"""
+
+from dataclasses import dataclass
+
+MANIFEST = "manifest.json"
+PART = "part-0.parquet"
+PERTURBATION = "perturbation.parquet"
+PROTOCOL_FILE = "protocol.json"
+TABLES = ("images", "categories", "runs")  # one file each
+GT, DT, PROPOSALS, MATCHES, HIT_COUNTS = "gt", "dt", "proposals", "matches", "hprs"
+
+
+def shard_file(folder, k):
+    """``folder/shard=k/part-0.parquet``: one shard of a sharded table."""
+    return folder / f"shard={k}" / PART
+
+
+@dataclass(frozen=True)
+class StorePaths:
+    """Every table's location under ``root`` (a :class:`pathlib.Path` or a
+    :class:`~evalengine.store.location.RemotePath`)."""
+
+    root: object
+
+    @property
+    def manifest(self):
+        return self.root / MANIFEST
+
+    def table(self, name: str):
+        return self.root / name / PART
+
+    @property
+    def gt(self):
+        return self.root / GT
+
+    def gt_shard(self, k: int):
+        return shard_file(self.gt, k)
+
+    def dt(self, run: str):
+        return self.root / DT / f"run={run}"
+
+    def dt_shard(self, run: str, k: int):
+        return shard_file(self.dt(run), k)
+
+    def proposals(self, run: str):
+        return self.root / PROPOSALS / f"run={run}"
+
+    def proposal_shard(self, run: str, k: int):
+        return shard_file(self.proposals(run), k)
+
+    def perturbation(self, run: str):
+        return self.proposals(run) / PERTURBATION
+
+    def hit_counts(self, lattice: str):
+        """Wang et al.'s exact N_hit per (image size, box, τ), shared by every proposal run (see metrics.oma)."""
+        return self.root / HIT_COUNTS / f"lattice={lattice}" / PART
+
+    @property
+    def matches(self):
+        return self.root / MATCHES
+
+    def matches_dir(self, protocol_key: str, run: str):
+        return self.matches / f"protocol={protocol_key}" / f"run={run}"
+
+    def run_matches(self, run: str):
+        """Every match table of ``run``, whatever its protocol."""
+        return self.matches.glob(f"*/run={run}")
+
+
+def table_globs(families: dict) -> dict:
+    """Glob of every table relative to the store, by name: the stored tables, and for each protocol family
+    (``{name: sides}``) ``<name>_<side>`` (its match tables) and ``<name>_protocols`` (their ``protocol.json``).
+    A family's keys are ``<name>`` and ``<name>-<hash>``."""
+    shards = "shard=*/*.parquet"
+    globs = {name: f"{name}/*.parquet" for name in TABLES}
+    globs.update({GT: f"{GT}/{shards}", DT: f"{DT}/run=*/{shards}", PROPOSALS: f"{PROPOSALS}/run=*/{shards}"})
+    for family, sides in families.items():
+        tables = f"{MATCHES}/protocol={family}*/run=*"
+        globs[f"{family}_protocols"] = f"{tables}/{PROTOCOL_FILE}"
+        globs.update({f"{family}_{side}": f"{tables}/{side}/{shards}" for side in sides})
+    return globs

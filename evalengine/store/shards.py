@@ -1,0 +1,100 @@
+"""Writing and reading sharded tables: one Parquet file per image shard (``folder/shard=k/part-0.parquet``)."""
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, nullcontext
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+
+from evalengine.store.location import location
+from evalengine.store.paths import PART, shard_file
+from evalengine.store.sharding import shard_of
+
+
+def write_table(frame: pl.DataFrame, folder, compression: str = "zstd") -> None:
+    """``frame`` as ``folder/part-0.parquet``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.write_parquet(str(folder / PART), compression=compression, statistics=True)
+
+
+def scan_shards(folder) -> pl.LazyFrame:
+    """Every ``shard=k/part-0.parquet`` in ``folder`` as one lazy frame (with its hive columns); other files beside
+    the shards (a perturbed run's ``perturbation.parquet``) are not part of it."""
+    return pl.scan_parquet(str(location(folder) / "shard=*" / "*.parquet"), hive_partitioning=True)
+
+
+class ShardWriter:
+    """Appends frames to one Parquet file per shard as they come.
+
+    Memory stays bounded by the frame being written; shards that receive nothing get an empty file,
+    so every shard of a table exists.
+    """
+
+    def __init__(self, folder, n_shards: int, table_schema: dict):
+        self.folder = location(folder)
+        self.n_shards = n_shards
+        self.arrow_schema = pl.DataFrame(schema=table_schema).to_arrow().schema
+        self.writers = {}
+        self.rows = 0
+        self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+
+    def _open(self, k: int):
+        (self.folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
+        return str(shard_file(self.folder, k))
+
+    def write(self, frame: pl.DataFrame) -> None:
+        """Append ``frame``, each row to the shard of its ``image_id``."""
+        shards = shard_of(frame.get_column("image_id").to_numpy(), self.n_shards)
+        order = np.argsort(shards, kind="stable")
+        bounds = np.searchsorted(shards[order], np.arange(self.n_shards + 1))
+        table = frame[order].to_arrow().cast(self.arrow_schema)
+        nonempty = np.flatnonzero(np.diff(bounds))
+        for k in nonempty:
+            if k not in self.writers:
+                # dictionary encoding costs twice the write time on box and score columns and rarely pays
+                self.writers[k] = pq.ParquetWriter(self._open(k), self.arrow_schema, use_dictionary=False)
+        # pyarrow releases the GIL while encoding: shards are written on all cores
+        list(self._pool.map(lambda k: self.writers[k].write_table(table.slice(bounds[k], bounds[k + 1] - bounds[k])),
+                            nonempty))
+        self.rows += frame.height
+
+    def __enter__(self) -> "ShardWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """On an error, stop the write threads and close the open files (the caller's temporary folder goes)."""
+        if exc_type is not None:
+            self._pool.shutdown(wait=True)
+            for writer in self.writers.values():
+                try:
+                    writer.close()
+                except Exception:  # noqa: BLE001 - the original error is the one to report
+                    pass
+
+    def close(self) -> int:
+        """Close every file; return the number of rows written."""
+        self._pool.shutdown()
+        for k in range(self.n_shards):
+            if k in self.writers:
+                self.writers[k].close()
+            else:
+                pq.write_table(self.arrow_schema.empty_table(), self._open(k))
+        return self.rows
+
+
+def closed(batches):
+    """Close a batch generator when the write stops, in this thread: readers hold thread pools, which must not be
+    shut down by the garbage collector from another thread (that can deadlock in thread start-up)."""
+    return closing(batches) if hasattr(batches, "close") else nullcontext()
+
+
+def write_batches(folder, batches, n_shards: int, table_schema: dict, progress=None) -> int:
+    """Shard and write every frame of ``batches`` as it comes; return the number of rows."""
+    with ShardWriter(folder, n_shards, table_schema) as writer, closed(batches):
+        for batch in batches:
+            writer.write(batch)
+            if progress:
+                progress(batch.height)
+        return writer.close()
