@@ -21,7 +21,8 @@ from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
 from evalengine.io.metadata import with_image_metadata
-from evalengine.io.perturbations import homography_table, read_homographies
+from evalengine.geometry.homography import homography_table
+from evalengine.io.perturbations import read_homographies
 from evalengine.io.proposals import BOX_CONVENTIONS, iter_proposals
 from evalengine.match.coco import (
     COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol,

@@ -19,8 +19,8 @@ import numpy as np
 import polars as pl
 
 from evalengine import schema
+from evalengine.schema import from_pixel_inclusive
 from evalengine.errors import InputError, check_option
-from evalengine.geometry.boxes import from_pixel_inclusive
 
 KINDS = ("uniform", "gaussian", "sliding-window")
 _TRIM = 0.005

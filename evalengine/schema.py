@@ -9,6 +9,12 @@ import polars as pl
 
 SCHEMA_VERSION = 1
 
+
+def from_pixel_inclusive(x1, y1, x2, y2) -> tuple:
+    """1-based inclusive pixel corners (PASCAL VOC, Hosang's toolbox) as the stored continuous ``x, y, w, h``
+    (their "+1" IoU is then exactly the continuous IoU); NumPy arrays or Polars expressions."""
+    return x1 - 1, y1 - 1, x2 - x1 + 1, y2 - y1 + 1
+
 IMAGES = {
     "image_id": pl.Int64,
     "width": pl.Int64,

@@ -78,40 +78,35 @@ def add_ingest(sub) -> None:
 
 
 def add_evaluate(sub) -> None:
-    evaluate = sub.add_parser("evaluate", help="match a stored run and print its COCO summary")
-    evaluate.add_argument("store", help=STORE_HELP)
+    evaluate = options.store_command(sub, "evaluate", "match a stored run and print its COCO summary", _cmd_evaluate)
     evaluate.add_argument("--protocol", choices=["coco"], default="coco", help="matching protocol")
     evaluate.add_argument("--run", default=api.DEFAULT_RUN)
     options.protocol_args(evaluate)
-    evaluate.set_defaults(func=_cmd_evaluate)
 
 
 def add_add_run(sub) -> None:
-    add_run = sub.add_parser("add-run", help="add a detection run (a model or a perturbation) to a store")
-    add_run.add_argument("store", help=STORE_HELP)
+    add_run = options.store_command(
+        sub, "add-run", "add a detection run (a model or a perturbation) to a store", _cmd_add_run)
     add_run.add_argument("--run", required=True, help="name of the new run")
     add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
     add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
     options.run_args(add_run)
-    add_run.set_defaults(func=_cmd_add_run)
 
 
 def add_compare(sub) -> None:
-    compare = sub.add_parser("compare", help="AP per class and size of two or more runs, with differences")
-    compare.add_argument("store", help=STORE_HELP)
+    compare = options.store_command(
+        sub, "compare", "AP per class and size of two or more runs, with differences", _cmd_compare)
     compare.add_argument("runs", nargs="+", metavar="RUN", help="runs to compare; differences are to the first")
     compare.add_argument("--area-range", default=None, help="only this area range (e.g. all, small)")
     options.protocol_args(compare)
-    compare.set_defaults(func=_cmd_compare)
 
 
 def add_report(sub) -> None:
-    report = sub.add_parser("report", help="COCO summary of a slice of a store: images by metadata, categories")
-    report.add_argument("store", help=STORE_HELP)
+    report = options.store_command(
+        sub, "report", "COCO summary of a slice of a store: images by metadata, categories", _cmd_report)
     report.add_argument("--run", default=api.DEFAULT_RUN)
     report.add_argument("--where", default=None, metavar="PREDICATE",
                         help="SQL predicate over the images table, e.g. \"width > 500 AND weather = 'rain'\"")
     report.add_argument("--categories", type=int, nargs="+", default=None, metavar="ID",
                         help="only these category ids (pycocotools params.catIds)")
     options.protocol_args(report)
-    report.set_defaults(func=_cmd_report)

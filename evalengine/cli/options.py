@@ -10,6 +10,14 @@ from evalengine.errors import EvalEngineError
 STORE_HELP = "a store folder, or an s3:// or gs:// URL (credentials from the environment)"
 
 
+def store_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
+    """A subcommand whose first argument is a store, run by ``func(args)``."""
+    parser = sub.add_parser(name, help=help)
+    parser.add_argument("store", help=STORE_HELP)
+    parser.set_defaults(func=func)
+    return parser
+
+
 def protocol_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iou-type", choices=api.IOU_TYPES, default="bbox", help="what is matched (bbox)")
     parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,

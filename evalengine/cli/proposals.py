@@ -141,8 +141,8 @@ def add_proposals(sub) -> None:
 
 
 def add_add_proposals(sub) -> None:
-    add_proposals = sub.add_parser("add-proposals", help="add a proposal run (or a perturbed one) to a store")
-    add_proposals.add_argument("store", help=STORE_HELP)
+    add_proposals = options.store_command(
+        sub, "add-proposals", "add a proposal run (or a perturbed one) to a store", _cmd_add_proposals)
     add_proposals.add_argument("--run", required=True, help="name of the new proposal run")
     add_proposals.add_argument("--proposals", required=True, help="proposal file or .npz folder (see proposals)")
     add_proposals.add_argument("--perturbation", type=_perturbation, default=None, metavar="KIND[:LEVEL]",
@@ -158,12 +158,11 @@ def add_add_proposals(sub) -> None:
     add_proposals.add_argument("--no-dedup", action="store_true")
     add_proposals.add_argument("--box-convention", choices=api.BOX_CONVENTIONS, default="continuous")
     add_proposals.add_argument("--overwrite", action="store_true")
-    add_proposals.set_defaults(func=_cmd_add_proposals)
 
 
 def add_repeatability(sub) -> None:
-    repeat = sub.add_parser("repeatability", help="repeatability of proposals under image perturbations (Hosang §3)")
-    repeat.add_argument("store", help=STORE_HELP)
+    repeat = options.store_command(
+        sub, "repeatability", "repeatability of proposals under image perturbations (Hosang §3)", _cmd_repeatability)
     repeat.add_argument("--runs", nargs="+", required=True, help="perturbed proposal runs")
     repeat.add_argument("--reference", default=api.DEFAULT_PROPOSAL_RUN)
     repeat.add_argument("--top-n", type=int, default=1000, help="proposals per image on each side (default 1000)")
@@ -175,7 +174,6 @@ def add_repeatability(sub) -> None:
                         help="only reference proposals with IoU >= 0.5 to some ground truth")
     options.schedule_args(repeat)
     repeat.add_argument("--json", action="store_true")
-    repeat.set_defaults(func=_cmd_repeatability)
 
 
 def add_baseline(sub) -> None:

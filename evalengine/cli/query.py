@@ -4,7 +4,6 @@ from pathlib import Path
 
 from evalengine import api
 from evalengine.cli import options
-from evalengine.cli.options import STORE_HELP
 from evalengine.errors import EvalEngineError
 
 
@@ -59,9 +58,8 @@ def _cmd_sql(args) -> str:
 
 
 def add_plot(sub) -> None:
-    plot = sub.add_parser("plot", help="figures: precision-recall, recall-IoU, AP by size, per-class run differences, "
-                                       "proposal recall-IoU and AR-budget curves")
-    plot.add_argument("store", help=STORE_HELP)
+    plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
+                                 "differences, proposal recall-IoU and AR-budget curves", _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "proposal-recall-iou", "ar-budget"])
     plot.add_argument("--out", required=True, help="image file (.png, .pdf, .svg)")
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
@@ -69,14 +67,11 @@ def add_plot(sub) -> None:
     plot.add_argument("--iou", type=float, default=0.5, help="pr with --categories: the IoU threshold")
     plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")
     options.protocol_args(plot)
-    plot.set_defaults(func=_cmd_plot)
 
 
 def add_sql(sub) -> None:
-    sql = sub.add_parser("sql", help="query a store with SQL (DuckDB views of the sql/ folder)")
-    sql.add_argument("store", help=STORE_HELP)
+    sql = options.store_command(sub, "sql", "query a store with SQL (DuckDB views of the sql/ folder)", _cmd_sql)
     sql.add_argument("query", nargs="?", default=None, help='e.g. "SELECT * FROM coco_summary"')
     sql.add_argument("--file", default=None, help="read the query from a .sql file")
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     sql.add_argument("--out", default=None, help="write the result to this file")
-    sql.set_defaults(func=_cmd_sql)

@@ -1,10 +1,9 @@
 """Box conventions and size bins, in one place.
 
 Boxes are stored as COCO ``x, y, w, h`` in continuous pixel coordinates. Kernels that work on corners get
-``x1, y1, x2, y2 = x, y, x + w, y + h``; PASCAL VOC and Hosang's toolbox write 1-based inclusive pixel boxes,
-which are ``x = x1 − 1, w = x2 − x1 + 1`` in the continuous convention (their "+1" IoU is then exactly the
-continuous IoU). Size bins are Hosang et al.'s (§1.6, the toolbox's): sqrt(box area / image area) in ten bins of
-0.1, the last open.
+``x1, y1, x2, y2 = x, y, x + w, y + h`` (the readers bring other conventions to the stored one with
+:func:`evalengine.schema.from_pixel_inclusive`). Size bins are Hosang et al.'s (§1.6, the toolbox's):
+sqrt(box area / image area) in ten bins of 0.1, the last open.
 """
 
 import numpy as np
@@ -13,10 +12,10 @@ import polars as pl
 SIZE_BIN_EDGES = tuple(round(0.1 * k, 1) for k in range(1, 10))
 
 
-def corner_columns(x="x", y="y", w="w", h="h") -> list:
+def corner_columns() -> list:
     """Polars expressions ``x1, y1, x2, y2`` of a frame with ``x, y, w, h`` columns."""
-    return [pl.col(x).alias("x1"), pl.col(y).alias("y1"), (pl.col(x) + pl.col(w)).alias("x2"),
-            (pl.col(y) + pl.col(h)).alias("y2")]
+    x, y, w, h = (pl.col(c) for c in ("x", "y", "w", "h"))
+    return [x.alias("x1"), y.alias("y1"), (x + w).alias("x2"), (y + h).alias("y2")]
 
 
 def corners(frame: pl.DataFrame) -> np.ndarray:
@@ -32,11 +31,6 @@ def xywh(frame: pl.DataFrame) -> np.ndarray:
 def corner_arrays(x, y, w, h) -> np.ndarray:
     """``x1, y1, x2, y2`` of NumPy box columns, as an (n, 4) array."""
     return np.ascontiguousarray(np.column_stack([x, y, x + w, y + h]))
-
-
-def from_pixel_inclusive(x1, y1, x2, y2) -> tuple:
-    """1-based inclusive pixel corners (VOC, Hosang's toolbox) as continuous ``x, y, w, h``."""
-    return x1 - 1, y1 - 1, x2 - x1 + 1, y2 - y1 + 1
 
 
 def size_bins(relative_size: np.ndarray) -> np.ndarray:

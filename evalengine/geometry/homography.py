@@ -5,9 +5,20 @@ Conventions of Hosang et al.'s repeatability code (§3): ``H`` maps reference to
 continuous box (x, y, w, h) is that box with x1 = x + 1, x2 = x + w. A projected box is not the enclosing box
 of the projected corners: its x1 is the mean of the two smallest projected x, x2 the mean of the two largest
 (``project_candidates.m``), and likewise for y.
+
+Built perturbations (Hosang et al. §3.1, :func:`homography_table`): ``scale`` (level = factor; the perturbed image
+is ceil(level·W) wide, as MATLAB's imresize), ``rotate`` (level = degrees; both the reference and the perturbed
+image are the common crop of rotations within ±20°), ``flip`` (horizontal mirror), and the photometric kinds
+``light``, ``jpeg``, ``blur``, ``saltnpepper``, ``none`` (identity).
 """
 
+import math
+
 import numpy as np
+import polars as pl
+
+from evalengine import schema
+from evalengine.errors import InputError, check_option
 
 
 def scale_homography(factor: float) -> np.ndarray:
@@ -99,3 +110,32 @@ def centre_inside(x, y, w, h, width, height) -> np.ndarray:
     """The toolbox's validity test: the box centre, in pixel coordinates, lies in [1, width] × [1, height]."""
     cx, cy = x + 1.0 + (w - 1.0) / 2, y + 1.0 + (h - 1.0) / 2
     return (cx >= 1) & (cy >= 1) & (cx <= width) & (cy <= height)
+
+
+PHOTOMETRIC = ("light", "jpeg", "blur", "saltnpepper", "none")
+KINDS = ("scale", "rotate", "flip", *PHOTOMETRIC)
+
+
+def homography_table(images: pl.DataFrame, kind: str, level: float | None = None) -> pl.DataFrame:
+    """Homographies and sizes of every image under one perturbation (schema :data:`evalengine.schema.PERTURBATIONS`)."""
+    check_option("perturbation kind", kind, KINDS, InputError)
+    if kind in ("scale", "rotate") and level is None:
+        raise InputError(f"perturbation '{kind}' needs a level (scale factor or degrees)")
+    rows = []
+    for image_id, width, height in images.select("image_id", "width", "height").iter_rows():
+        if width is None or height is None:
+            raise InputError(f"image {image_id}: width and height are needed to build homographies")
+        ref_w, ref_h, out_w, out_h = width, height, width, height
+        if kind == "scale":
+            h = scale_homography(level)
+            out_w, out_h = math.ceil(level * width), math.ceil(level * height)
+        elif kind == "rotate":
+            h, ref_w, ref_h = rotation_homography(width, height, level)
+            out_w, out_h = ref_w, ref_h
+        elif kind == "flip":
+            h = flip_homography(width)
+        else:
+            h = np.eye(3)
+        rows.append({"image_id": image_id, "homography": h.reshape(-1).tolist(), "width": out_w, "height": out_h,
+                     "ref_width": ref_w, "ref_height": ref_h})
+    return pl.DataFrame(rows, schema=schema.PERTURBATIONS)

@@ -31,69 +31,58 @@ _STRUCTURE_CLASS = _BYTE_CLASS.copy()  # and the separators, for the events at d
 _STRUCTURE_CLASS[[ord(":"), ord(",")]] = [_COLON, _COMMA]
 
 
-@numba.njit(cache=True, nogil=True)
-def _last_element_end(block, state, byte_class):
-    """Position in ``block`` of the last '}' closing an element of the top-level list, or -1; ``state`` = (depth,
-    in string, escaped) carries over between blocks. Most bytes are of class 0 and cost one table look-up."""
-    depth, in_string, escaped = state[0], state[1], state[2]
-    last = -1
-    for i in range(block.shape[0]):
-        kind = byte_class[block[i]]
-        if kind == 0:
-            escaped = 0
-        elif in_string:
-            if escaped:
-                escaped = 0
-            elif kind == _BACKSLASH:
-                escaped = 1
-            elif kind == _QUOTE:
-                in_string = 0
-        elif kind == _QUOTE:
-            in_string = 1
-        elif kind == _OPENS:
-            depth += 1
-        elif kind == _OBJECT_CLOSES:
-            depth -= 1
-            if depth == 1:
-                last = i
-        elif kind == _LIST_CLOSES:
-            depth -= 1
-    state[0], state[1], state[2] = depth, in_string, escaped
-    return last
+# what one structural byte did
+_STRING_OPENS, _STRING_CLOSES, _NESTS, _OBJECT_ENDS, _LIST_ENDS, _SEPARATOR = 1, 2, 3, 4, 5, 6
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _step(cls, depth, in_string, escaped):
+    """The string/escape/nesting state machine for one byte of class ``cls`` > 0: the new ``(depth, in_string,
+    escaped)`` and what the byte did (0: nothing; a separator outside strings is :data:`_SEPARATOR`)."""
+    if in_string:
+        if escaped:
+            return depth, 1, 0, 0
+        if cls == _BACKSLASH:
+            return depth, 1, 1, 0
+        if cls == _QUOTE:
+            return depth, 0, 0, _STRING_CLOSES
+        return depth, 1, 0, 0
+    if cls == _QUOTE:
+        return depth, 1, 0, _STRING_OPENS
+    if cls == _OPENS:
+        return depth + 1, 0, 0, _NESTS
+    if cls == _OBJECT_CLOSES:
+        return depth - 1, 0, 0, _OBJECT_ENDS
+    if cls == _LIST_CLOSES:
+        return depth - 1, 0, 0, _LIST_ENDS
+    return depth, 0, escaped, _SEPARATOR if cls != _BACKSLASH else 0
 
 
 @numba.njit(cache=True, nogil=True)
-def _events(block, state, offset, byte_class):
-    """(position, kind) of the structure at nesting depth 1 in ``block``: a string opens or closes, ':',
-    ',', the top-level value closes, or an object inside it closes. ``state`` = (depth, in string,
-    escaped) carries over between blocks; ``byte_class`` is :data:`_STRUCTURE_CLASS`."""
+def _scan(block, state, offset, byte_class, every_event):
+    """(position, kind) of the structure at nesting depth 1 in ``block``: a string opens or closes, ':', ',', the
+    top-level value closes, or an object inside it closes — or, without ``every_event``, only the last
+    :data:`ELEMENT_CLOSES` (what the chunk splitter needs, recorded without growing a list). ``state`` = (depth, in
+    string, escaped) carries over between blocks. Most bytes are of class 0 and cost one table look-up."""
     depth, in_string, escaped = state[0], state[1], state[2]
-    events = np.empty((1024, 2), np.int64)
+    events = np.empty((1024 if every_event else 1, 2), np.int64)
     n = 0
     for i in range(block.shape[0]):
         cls = byte_class[block[i]]
         if cls == 0:
             escaped = 0
             continue
+        depth, in_string, escaped, did = _step(cls, depth, in_string, escaped)
+        if not every_event:
+            if did == _OBJECT_ENDS and depth == 1:
+                events[0, 0], events[0, 1], n = offset + i, ELEMENT_CLOSES, 1
+            continue
         kind = 0
-        if in_string:
-            if escaped:
-                escaped = 0
-            elif cls == _BACKSLASH:
-                escaped = 1
-            elif cls == _QUOTE:
-                in_string = 0
-                kind = KEY_CLOSES if depth == 1 else 0
-        elif cls == _QUOTE:
-            in_string = 1
-            kind = KEY_OPENS if depth == 1 else 0
-        elif cls == _OPENS:
-            depth += 1
-        elif cls == _OBJECT_CLOSES or cls == _LIST_CLOSES:
-            depth -= 1
-            kind = TOP_CLOSES if depth == 0 else (ELEMENT_CLOSES if depth == 1 and cls == _OBJECT_CLOSES else 0)
-        elif depth == 1 and cls != _BACKSLASH:
-            kind = COLON if cls == _COLON else COMMA
+        if did == _OBJECT_ENDS or did == _LIST_ENDS:
+            kind = TOP_CLOSES if depth == 0 else (ELEMENT_CLOSES if depth == 1 and did == _OBJECT_ENDS else 0)
+        elif depth == 1 and did != 0 and did != _NESTS:
+            kind = (KEY_OPENS if did == _STRING_OPENS else KEY_CLOSES if did == _STRING_CLOSES
+                    else COLON if cls == _COLON else COMMA)
         if kind:
             if n == events.shape[0]:
                 grown = np.empty((2 * n, 2), np.int64)
@@ -103,6 +92,17 @@ def _events(block, state, offset, byte_class):
             n += 1
     state[0], state[1], state[2] = depth, in_string, escaped
     return events[:n]
+
+
+def _events(block, state, offset, byte_class):
+    """Every depth-1 event of ``block`` (see :func:`_scan`)."""
+    return _scan(block, state, offset, byte_class, True)
+
+
+def _last_element_end(block, state, byte_class) -> int:
+    """Position in ``block`` of the last '}' closing an element of the top-level list, or -1."""
+    last = _scan(block, state, 0, byte_class, False)
+    return int(last[0, 0]) if last.shape[0] else -1
 
 
 def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:

@@ -27,8 +27,8 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from evalengine import schema
+from evalengine.schema import from_pixel_inclusive
 from evalengine.errors import InputError, check_option, first_line
-from evalengine.geometry.boxes import from_pixel_inclusive
 from evalengine.io.coco import RESULT_FIELDS
 from evalengine.io.detections import BATCH_ROWS, parsed_in_parallel
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, require, split_bbox
