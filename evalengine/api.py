@@ -1,8 +1,10 @@
 """What a notebook imports: open or build a store, add runs, evaluate a run under a protocol and get back an
 evaluation whose metrics are Polars frames (:mod:`evalengine.evaluation`)."""
 
+import shutil
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -246,14 +248,22 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     """
     phases = phases or Phases()
     threading.Thread(target=warm_up, daemon=True).start()
-    folder = tempfile.TemporaryDirectory(prefix="evalengine-") if store is None else None
+    folder = _TemporaryFolder() if store is None else None
     with phases.phase("ingest", total=count_rows(dt_path), unit="detections") as advance:
-        opened = ingest_coco(gt_json, dt_path, store if folder is None else Path(folder.name) / "store",
+        opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store",
                              n_shards=n_shards, progress=advance)
     evaluation = evaluate_store(opened, protocol, phases=phases, **schedule)
     if folder is not None:
         evaluation.keep_alive.append(folder)
     return evaluation
+
+
+class _TemporaryFolder:
+    """A temporary folder, removed once nothing holds this object (or at exit)."""
+
+    def __init__(self):
+        self.path = Path(tempfile.mkdtemp(prefix="evalengine-"))
+        weakref.finalize(self, shutil.rmtree, self.path, True)
 
 
 def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,

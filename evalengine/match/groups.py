@@ -47,9 +47,10 @@ def rank_in_group(image, category):
     return out
 
 
-def block_chunks(gt_len: np.ndarray, dt_len: np.ndarray, max_cells: int = MAX_BLOCK_CELLS) -> list:
+def block_chunks(gt_len: np.ndarray, dt_len: np.ndarray, max_cells: int | None = None) -> list:
     """Contiguous group ranges ``[lo, hi)`` whose similarity blocks hold at most ``max_cells`` values together (a
     larger group gets a range of its own), so that a shard's memory does not grow with its pairs."""
+    max_cells = max_cells or MAX_BLOCK_CELLS
     ends = np.cumsum(np.asarray(gt_len, np.int64) * np.asarray(dt_len, np.int64))
     chunks, lo, base = [], 0, 0
     while lo < len(ends):
