@@ -11,7 +11,8 @@ Each convention is bit-for-bit the reference's arithmetic:
 
 :func:`box_iou_blocks` is the similarity step: for a range of (ground truth, detection) groups it returns each
 group's IoU matrix, detection-major, which the assignment kernels of :mod:`evalengine.match` read. Other
-similarities (mask IoU, OKS, boundary IoU) produce the same ``(values, offsets)`` blocks.
+similarities (mask IoU, OKS, boundary IoU) produce the same ``(values, offsets)`` blocks. A kernel that streams
+(Hosang's, over 10,000 proposals per image) calls :func:`pair_iou` with the convention as a parameter instead.
 """
 
 import numba
@@ -58,6 +59,17 @@ def voc_box_iou(d, g) -> float:
     return iw * ih / union
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def pair_iou(convention, d, g, crowd) -> float:
+    """The IoU of one detection (or proposal) row ``d`` and one ground-truth row ``g`` in ``convention``: the one
+    similarity a fused kernel calls with the convention as its parameter."""
+    if convention == COCO:
+        return coco_box_iou(d[0], d[1], d[2], d[3], g[0], g[1], g[2], g[3], crowd)
+    if convention == VOC:
+        return voc_box_iou(d, g)
+    return corner_iou(d, g)
+
+
 @numba.njit(cache=True, nogil=True)
 def box_iou_blocks(convention, dt_box, gt_box, gt_crowd, gt_start, gt_len, dt_start, dt_len, lo, hi):
     """``(values, offsets)``: group ``k`` in ``[lo, hi)`` has its ``dt_len[k] × gt_len[k]`` IoU matrix, row-major
@@ -71,12 +83,5 @@ def box_iou_blocks(convention, dt_box, gt_box, gt_crowd, gt_start, gt_len, dt_st
         for d in range(dt_len[k]):
             box = dt_box[d0 + d]
             for g in range(ng):
-                if convention == COCO:
-                    v = coco_box_iou(box[0], box[1], box[2], box[3], gt_box[g0 + g, 0], gt_box[g0 + g, 1],
-                                     gt_box[g0 + g, 2], gt_box[g0 + g, 3], gt_crowd[g0 + g])
-                elif convention == VOC:
-                    v = voc_box_iou(box, gt_box[g0 + g])
-                else:
-                    v = corner_iou(box, gt_box[g0 + g])
-                values[at + d * ng + g] = v
+                values[at + d * ng + g] = pair_iou(convention, box, gt_box[g0 + g], gt_crowd[g0 + g])
     return values, offsets

@@ -1,5 +1,7 @@
-"""Greedy one-to-one assignment by largest IoU at every budget (Hosang et al.'s ``closest_candidates.m``), over
-precomputed similarity blocks.
+"""Greedy one-to-one assignment by largest IoU at every budget (Hosang et al.'s ``closest_candidates.m``), fused
+with the similarity (:func:`evalengine.geometry.box_iou.pair_iou`, the convention a parameter): it streams each
+group's columns in rank order and never holds a (rows × columns) matrix, which at 10,000 proposals per image
+would cost more than it saves.
 
 Per group (an image) the rows (ground truths) are matched to the first N columns (proposals in rank order) for
 each budget N: repeatedly take the largest remaining IoU, then remove its row and column. Ties go to the first
@@ -17,8 +19,8 @@ the full matrix.
 import numba
 import numpy as np
 
-from evalengine.geometry.box_iou import CORNERS, box_iou_blocks
-from evalengine.match.groups import block_chunks, merge_groups
+from evalengine.geometry.box_iou import CORNERS, pair_iou
+from evalengine.match.groups import merge_groups
 
 
 @numba.njit(cache=True, nogil=True)
@@ -53,14 +55,14 @@ def _greedy(cand_iou, cand_col, cand_n, n_used, g0, bi, out_iou, out_rank):
 
 
 @numba.njit(cache=True, nogil=True)
-def assign_by_iou(values, offsets, lo, hi, row_start, row_len, col_len, budgets, out):
-    """Assign groups ``[lo, hi)`` at every budget from their blocks (column-major: ``values[offsets[k - lo] +
-    j * n_rows + g]``, columns already cut to the largest budget); ``out`` = (iou, rank, best_iou, best_rank),
-    each (rows, budgets), written in place (ranks are 1-based, 0 for none)."""
+def assign_by_iou(convention, row_box, col_box, row_start, row_len, col_start, col_len, budgets, out):
+    """Assign every group at every budget (columns already cut to the largest budget), IoU in ``convention``;
+    ``out`` = (iou, rank, best_iou, best_rank), each (rows, budgets), written in place (ranks are 1-based, 0 for
+    none)."""
     out_iou, out_rank, best_iou, best_rank = out
     n_b = budgets.shape[0]
-    for grp in range(lo, hi):
-        g0, n_gt, n_pr, block = row_start[grp], row_len[grp], col_len[grp], offsets[grp - lo]
+    for grp in range(row_start.shape[0]):
+        g0, n_gt, p0, n_pr = row_start[grp], row_len[grp], col_start[grp], col_len[grp]
         if n_gt == 0:
             continue
         cand_iou = np.empty((n_gt, n_gt))
@@ -79,7 +81,7 @@ def assign_by_iou(values, offsets, lo, hi, row_start, row_len, col_len, budgets,
             if j == n_pr:
                 break
             for g in range(n_gt):
-                v = values[block + j * n_gt + g]
+                v = pair_iou(convention, col_box[p0 + j], row_box[g0 + g], False)
                 if v > run_best[g]:
                     run_best[g], run_rank[g] = v, j + 1
                 if v <= 0.0 or (cand_n[g] == n_gt and v <= cand_iou[g, n_gt - 1]):
@@ -104,9 +106,5 @@ def greedy_by_image(row_image, row_corners, col_image, col_corners, budgets):
     n_rows, n_b = row_corners.shape[0], budgets.shape[0]
     out = (np.zeros((n_rows, n_b)), np.zeros((n_rows, n_b), np.int32), np.zeros((n_rows, n_b)),
            np.zeros((n_rows, n_b), np.int32))
-    no_crowd = np.zeros(n_rows, np.bool_)
-    for lo, hi in block_chunks(row_len, col_len):
-        values, offsets = box_iou_blocks(CORNERS, col_corners, row_corners, no_crowd, row_start, row_len, col_start,
-                                         col_len, lo, hi)
-        assign_by_iou(values, offsets, lo, hi, row_start, row_len, col_len, budgets, out)
+    assign_by_iou(CORNERS, row_corners, col_corners, row_start, row_len, col_start, col_len, budgets, out)
     return out
