@@ -66,13 +66,13 @@ class Store:
         return self.layout.runs
 
     def images(self) -> pl.LazyFrame:
-        return pl.scan_parquet(str(self.layout.paths.table("images")))
+        return self.layout.scan("images")
 
     def categories(self) -> pl.LazyFrame:
-        return pl.scan_parquet(str(self.layout.paths.table("categories")))
+        return self.layout.scan("categories")
 
     def gt(self) -> pl.LazyFrame:
-        return scan_shards(self.layout.paths.gt)
+        return self.layout.scan_gt()
 
     def dt(self, run: str = DEFAULT_RUN) -> pl.LazyFrame:
         self.layout.check_run(run)
@@ -153,7 +153,7 @@ class Store:
         """Repeatability of each perturbed run against ``reference`` (Hosang et al. §3), with its kind and level;
         ``by_bin`` gives the area per size bin instead."""
         protocol = RepeatabilityProtocol(reference=reference, top_n=top_n)
-        folders = {run: self.match(protocol, run, **schedule) for run in runs}
+        folders = [(run, self.match(protocol, run, **schedule)) for run in runs]
         return proposal_evaluation.repeatability(self.layout, folders, method, empty_bins, touching_gt, by_bin)
 
     def compare(self, runs: list, protocol: CocoProtocol | None = None, **schedule) -> pl.DataFrame:
@@ -284,9 +284,11 @@ def baseline_params(gt_json, kind: str, params: dict | None = None) -> dict | No
     return params if params is not None else baselines.fitted_params(kind, dataset.gt, dataset.images)
 
 
-def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None, seed: int = 0) -> tuple:
+def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None = None, seed: int = 0) -> tuple:
     """``(proposals, n_images)``: a baseline (Hosang et al. §2.4) for every image of a COCO ground truth, as one
-    frame of continuous ``image_id, x1, y1, x2, y2``."""
-    images = read_coco_gt(gt_json).images
-    frames = baselines.generate(kind, images, per_image, params, seed)
-    return pl.concat(list(frames)).select("image_id", *corner_columns()), images.height
+    frame of continuous ``image_id, x1, y1, x2, y2``; Uniform and Gaussian fitted on it unless ``params`` are given."""
+    dataset = read_coco_gt(gt_json)
+    if params is None:
+        params = baselines.fitted_params(kind, dataset.gt, dataset.images)
+    frames = baselines.generate(kind, dataset.images, per_image, params, seed)
+    return pl.concat(list(frames)).select("image_id", *corner_columns()), dataset.images.height

@@ -88,7 +88,8 @@ def _cmd_baseline(args) -> str:
     if args.params:
         params = json.loads(options.read_text(args.params))
         params = params.get(f"{args.kind}_params", params)  # the toolbox's file holds both baselines
-    params = api.baseline_params(args.gt, args.kind, params)
+    if args.store or not args.out:  # the ground truth is read (and a bad one reported) before anything else
+        params = api.baseline_params(args.gt, args.kind, params)
     if args.store:
         store = api.open(args.store).add_baseline(args.kind, args.per_image, run=args.run, params=params,
                                                   seed=args.seed, overwrite=args.overwrite)

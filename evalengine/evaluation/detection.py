@@ -85,8 +85,7 @@ class Evaluation:
 
     def per_image_counts(self, iou_threshold: float = 0.5, area_range: str = "all", max_dets: int | None = None):
         """TP, FP and FN per image (see :func:`evalengine.metrics.counts.per_image_counts`)."""
-        return per_image_counts(self.dt_matches(), self.gt_matches(), pl.scan_parquet(str(self.layout.paths.table("images"))),
-                                self.protocol, iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets)
+        return per_image_counts(self.dt_matches(), self.gt_matches(), self.layout.scan("images"), self.protocol, iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets)
 
 
 def compare(evaluations: dict, categories: pl.DataFrame) -> pl.DataFrame:

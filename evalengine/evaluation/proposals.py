@@ -36,10 +36,10 @@ class ProposalEvaluation:
         return scan_shards(self.matches_dir / "images")
 
     def images(self) -> pl.LazyFrame:
-        return pl.scan_parquet(str(self.layout.paths.table("images")))
+        return self.layout.scan("images")
 
     def gt(self) -> pl.LazyFrame:
-        return scan_shards(self.layout.paths.gt)
+        return self.layout.scan_gt()
 
     @cached_property
     def n_images(self) -> int:
@@ -152,19 +152,19 @@ def coco_mean_proposals(layout: StoreLayout, run: str, budgets) -> pl.DataFrame:
     """Mean proposals per image at each budget, counted from the ranked proposals (the coco protocol has no
     proposal match table)."""
     counts = image_counts(scan_shards(layout.paths.proposals(run)).select("image_id", "rank").collect(), budgets)
-    n_images = pl.scan_parquet(str(layout.paths.table("images"))).select(pl.len()).collect().item()
+    n_images = layout.scan("images").select(pl.len()).collect().item()
     return recall_metrics.mean_proposals(counts.lazy(), n_images, budgets).collect()
 
 
-def repeatability(layout: StoreLayout, folders: dict, method: str = "exact", empty_bins: str = "skip",
+def repeatability(layout: StoreLayout, folders: list, method: str = "exact", empty_bins: str = "skip",
                   touching_gt: bool = False, by_bin: bool = False) -> pl.DataFrame:
-    """Repeatability of each perturbed run (``{run: its repeatability match table}``) with its kind and level;
+    """Repeatability of each perturbed run (``[(run, its repeatability match table)]``) with its kind and level;
     ``by_bin`` gives the area per size bin instead."""
     matches = pl.concat([scan_shards(folder / "ref").drop("shard").collect().with_columns(run=pl.lit(run))
-                         for run, folder in folders.items()])
+                         for run, folder in folders])
     table = (repeatability_metrics.repeatability_by_bin(matches, method, touching_gt) if by_bin else
              repeatability_metrics.repeatability(matches, method, empty_bins, touching_gt))
-    perturbations = {run: layout.proposal_runs[run]["perturbation"] for run in folders}
-    described = pl.DataFrame([{"run": run, "kind": p["kind"], "level": p["level"]} for run, p in perturbations.items()],
+    perturbations = [(run, layout.proposal_runs[run]["perturbation"]) for run, _ in folders]
+    described = pl.DataFrame([{"run": run, "kind": p["kind"], "level": p["level"]} for run, p in perturbations],
                              schema={"run": pl.String, "kind": pl.String, "level": pl.Float64})
     return described.join(table, on="run", how="left", maintain_order="left")

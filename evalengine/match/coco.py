@@ -21,7 +21,7 @@ from evalengine.geometry.boxes import xywh
 from evalengine.match.greedy_score import assign_by_score
 from evalengine.match.groups import block_chunks, merge_groups, rank_in_group
 from evalengine.match.proposals import as_detections
-from evalengine.match.protocol import Protocol, int_array
+from evalengine.match.protocol import Protocol, column_array
 
 # pycocotools builds both arrays with np.linspace: iou_thresholds[8] is 0.8999999999999999 and ten of
 # the recall thresholds lie one ulp above k/100. Parity needs these exact floats.
@@ -144,8 +144,8 @@ def prepare_dt(dt: pl.DataFrame, category_ids, protocol: CocoProtocol) -> pl.Dat
     keys = ([pl.col("category_id"), pl.col("image_id"), score, pl.col("det_id")] if protocol.use_cats
             else [pl.col("image_id"), score, pl.col("category_id"), pl.col("det_id")])
     dt = dt.sort(keys, descending=[key is score for key in keys])
-    image = int_array(dt, "image_id")
-    category = int_array(dt, "category_id") if protocol.use_cats else np.zeros_like(image)
+    image = column_array(dt, "image_id")
+    category = column_array(dt, "category_id") if protocol.use_cats else np.zeros_like(image)
     rank = rank_in_group(image, category)
     keep = rank < protocol.max_det_cap
     return dt.filter(keep).with_columns(pl.Series("dt_rank", rank[keep], dtype=pl.Int32))
@@ -171,22 +171,22 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     gt = prepare_gt(gt, category_ids, protocol.use_cats)
     dt = prepare_dt(dt, category_ids, protocol)
     first, second = ("category_id", "image_id") if protocol.use_cats else ("image_id", "category_id")
-    groups = merge_groups(int_array(gt, first), int_array(gt, second), int_array(dt, first), int_array(dt, second),
+    groups = merge_groups(column_array(gt, first), column_array(gt, second), column_array(dt, first), column_array(dt, second),
                           protocol.use_cats)
     gt_start, gt_len, dt_start, dt_len = (np.ascontiguousarray(groups[:, i]) for i in range(4))
     n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
     out = (np.zeros((dt.height, n_area), np.uint64), np.zeros((dt.height, n_area), np.uint64),
            np.full((dt.height, n_thr), -1, np.int64), np.zeros((dt.height, n_thr)),
            np.zeros(gt.height, np.uint64), np.zeros((gt.height, n_area), np.uint64))
-    gt_crowd, gt_area = int_array(gt, "iscrowd", np.bool_), int_array(gt, "area", np.float64)
-    gt_ids = int_array(gt, "gt_id")
+    gt_crowd, gt_area = column_array(gt, "iscrowd", np.bool_), column_array(gt, "area", np.float64)
+    gt_ids = column_array(gt, "gt_id")
+    rules = (gt_area, gt_crowd, gt_ids == 0, column_array(dt, "area", np.float64), np.array(protocol.iou_thresholds),
+             np.array([r[1] for r in protocol.area_ranges]), np.array([r[2] for r in protocol.area_ranges]),
+             protocol.zero_id_quirk)
     blocks = SIMILARITY[protocol.iou_type](gt, dt, gt_crowd, (gt_start, gt_len, dt_start, dt_len))
     for lo, hi in block_chunks(gt_len, dt_len):
         values, offsets = blocks(lo, hi)
-        assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, gt_area, gt_crowd, gt_ids == 0,
-                        int_array(dt, "area", np.float64), np.array(protocol.iou_thresholds),
-                        np.array([r[1] for r in protocol.area_ranges]), np.array([r[2] for r in protocol.area_ranges]),
-                        protocol.zero_id_quirk, out)
+        assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, *rules, out)
     dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched = out
     has_partner = dt_partner >= 0
     partner_id = gt_ids[np.where(has_partner, dt_partner, 0)] if gt.height else dt_partner

@@ -18,7 +18,7 @@ from evalengine import schema
 from evalengine.errors import ProtocolError
 from evalengine.geometry.boxes import corners
 from evalengine.match.greedy_iou import greedy_by_image
-from evalengine.match.protocol import Protocol, int_array
+from evalengine.match.protocol import Protocol, column_array
 
 # round(10.^(0:0.5:4)) of the toolbox
 HOSANG_BUDGETS = (1, 3, 10, 32, 100, 316, 1000, 3162, 10000)
@@ -71,9 +71,9 @@ def match_proposal_shard(gt: pl.DataFrame, proposals: pl.DataFrame, protocol: Pr
     gt = evaluated_gt(gt, protocol)
     budgets = np.array(protocol.budgets, np.int64)
     ranked = proposals.filter(pl.col("rank").is_not_null() & (pl.col("rank") <= int(budgets[-1])))
-    gt_image = int_array(gt, "image_id")
+    gt_image = column_array(gt, "image_id")
     iou, rank, best, best_rank = greedy_by_image(gt_image, corners(gt),
-                                                 int_array(ranked, "image_id"),
+                                                 column_array(ranked, "image_id"),
                                                  corners(ranked), budgets)
     n_b = len(budgets)
     gt_matches = pl.DataFrame({

@@ -50,6 +50,6 @@ class Protocol:
         raise NotImplementedError
 
 
-def int_array(frame: pl.DataFrame, name: str, dtype="int64"):
+def column_array(frame: pl.DataFrame, name: str, dtype="int64"):
     """A column as a NumPy array of ``dtype`` (no copy when it already is one)."""
     return frame.get_column(name).to_numpy().astype(dtype, copy=False)

@@ -10,6 +10,7 @@ from evalengine import schema
 from evalengine.errors import StoreError
 from evalengine.store.location import location
 from evalengine.store.paths import StorePaths
+from evalengine.store.shards import scan_shards
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,14 @@ class StoreLayout:
     def read(self, table: str) -> pl.DataFrame:
         """One of the single-file tables (``images``, ``categories``, ``runs``)."""
         return pl.read_parquet(str(self.paths.table(table)))
+
+    def scan(self, table: str) -> pl.LazyFrame:
+        """One of the single-file tables, lazily."""
+        return pl.scan_parquet(str(self.paths.table(table)))
+
+    def scan_gt(self) -> pl.LazyFrame:
+        """The ground truth of every shard, lazily."""
+        return scan_shards(self.paths.gt)
 
     def category_ids(self) -> list:
         return pl.read_parquet(str(self.paths.table("categories")), columns=["category_id"]).get_column("category_id").to_list()
