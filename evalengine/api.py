@@ -33,17 +33,19 @@ from evalengine.match.groups import warm_up
 from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.progress import Phases
-from evalengine.store.build import add_proposal_run, add_run, create_store
+from evalengine.store.build import add_proposal_run, add_run, create_store, replaced_store
+from evalengine.store.fsck import Finding, fsck
 from evalengine.store.layout import StoreLayout, open_layout
 from evalengine.store.location import location
+from evalengine.store.paths import NAME_RULE, check_name
 from evalengine.store.ranking import ORDERINGS, ProposalOrder, ProposalRun
 from evalengine.store.shards import scan_shards
 from evalengine.store.sharding import PROPOSALS_PER_SHARD, default_shard_count
 
 # what the front doors declare their options from (the command is built on this module alone)
 __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_MAX_DETS", "HOSANG_BUDGETS",
-           "IOU_TYPES", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
-           "ProposalOrder", "ProposalProtocol", "Store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
+           "IOU_TYPES", "NAME_RULE", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
+           "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
            "ingest_gt", "ingest_proposals", "location", "open", "report"]
 
 DEFAULT_RUN = "default"
@@ -84,6 +86,7 @@ class Store:
 
     def add_run(self, dt_path, run: str, overwrite: bool = False, progress=None) -> "Store":
         """Add a detection run (a model, or a model under a perturbation) to this store; returns the store."""
+        check_name("run", run)
         dataset = CocoDataset(images=self.images().collect(), categories=self.categories().collect(),
                               gt=pl.DataFrame(schema=schema.GT))
         return Store(add_run(self.layout, run, iter_detections(dt_path, dataset), provenance={run: str(dt_path)},
@@ -92,6 +95,7 @@ class Store:
     def add_proposals(self, path, run: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
                       box_convention: str = "continuous", overwrite: bool = False, progress=None) -> "Store":
         """Add a proposal run (see :mod:`evalengine.io.proposals` for the formats), ranked by ``order``."""
+        check_name("run", run)
         images = self.images().collect()
         proposal = ProposalRun(lambda: iter_proposals(path, images, box_convention),
                                order or ProposalOrder(), box_convention, source=str(path))
@@ -197,8 +201,10 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
     :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL),
     streaming the detections into shards. ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to
-    the images table."""
+    the images table. ``overwrite`` replaces a store of ours only (see :func:`evalengine.store.build.replaced_store`)."""
     keep_freed_memory()
+    check_name("run", run)
+    replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before any parsing
     detections = prefetch(dt_path)  # parsed while the ground truth is read
     dataset = read_coco_gt(gt_json)
     if image_metadata is not None:
@@ -215,6 +221,7 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
 def ingest_gt(gt_json, store, n_shards: int | None = None, overwrite: bool = False) -> Store:
     """A store with a COCO ground truth and no run yet (add detection, proposal or baseline runs to it)."""
     keep_freed_memory()
+    replaced_store(location(store), overwrite, [gt_json])
     dataset = read_coco_gt(gt_json)
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {},
                           n_shards=n_shards or default_shard_count(dataset.gt.height),
@@ -227,6 +234,8 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
                      n_shards: int | None = None, overwrite: bool = False, progress=None) -> Store:
     """Validate a COCO ground-truth file and a proposal file or .npz folder and write them as a new store."""
     keep_freed_memory()
+    check_name("run", run)
+    replaced_store(location(store), overwrite, [gt_json, proposals_path])
     dataset = read_coco_gt(gt_json)
     path = Path(proposals_path)
     rows = estimate_rows(path) if path.is_file() and path.suffix.lower() in (".json", ".parquet") else 0
@@ -276,6 +285,14 @@ def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str 
     with phases.phase("accumulate", total=n_classes, unit="categories") as advance:
         evaluation.accumulate(on_batch_done=advance)
     return evaluation
+
+
+def check_store(path, repair: bool = False) -> pl.DataFrame:
+    """``evalengine fsck``: the problems of a store, one row each (``path``, ``problem``, ``repair``: ``remove``
+    or what to do); with ``repair``, the removable ones are removed (see :mod:`evalengine.store.fsck`)."""
+    findings = fsck(path, repair)
+    return pl.DataFrame([vars(finding) for finding in findings],
+                        schema={name: pl.String for name in Finding.__dataclass_fields__})
 
 
 def baseline_params(gt_json, kind: str, params: dict | None = None) -> dict | None:

@@ -21,6 +21,10 @@ class InputWarning(UserWarning):
     """Input that the reference tool accepts but that is probably a mistake (e.g. annotation id 0)."""
 
 
+class StoreWarning(UserWarning):
+    """Something the user should know about a store: what an overwrite replaced, a wait for another writer."""
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of a library's error message (its name when the message is empty), for a one-line error."""
     text = str(exc).strip()

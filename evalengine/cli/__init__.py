@@ -7,13 +7,13 @@ import os
 import sys
 import warnings
 
-from evalengine.cli import coco, demo, proposals, query
+from evalengine.cli import coco, demo, fsck, proposals, query
 from evalengine.errors import EvalEngineError
 
 # the subcommands, in the order the help lists them
 SUBCOMMANDS = (coco.add_coco, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare, query.add_plot,
                coco.add_report, query.add_sql, proposals.add_proposals, proposals.add_add_proposals,
-               proposals.add_repeatability, proposals.add_baseline, demo.add_demo)
+               proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck, demo.add_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,7 +8,9 @@ import polars as pl
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.runner import run_shard_tasks
 from evalengine.store.commit import atomic_folder
+from evalengine.store.layout import open_layout
 from evalengine.store.location import location
+from evalengine.store.lock import writing
 from evalengine.store.paths import PROTOCOL_FILE, shard_file
 
 MATCH_ROW_GROUP = 16_384
@@ -34,15 +36,23 @@ def matched(target, protocol) -> bool:
 
 def match(layout, run: str, protocol, scheduler: str = "threads", address: str | None = None, on_shard_done=None,
           workers: int | None = None):
-    """Match ``run`` under ``protocol`` unless a match table with the same parameters exists; return its folder."""
-    inputs, context = protocol.shard_inputs(layout, run)
+    """Match ``run`` under ``protocol`` unless a match table with the same parameters exists; return its folder.
+
+    Matching holds the store's write lock and reads the store as it is then (a run replaced meanwhile is matched
+    as it is now)."""
     target = layout.paths.matches_dir(protocol.match_key(), run)
+    protocol.shard_inputs(layout, run)  # a located error for a run the store does not have
     if matched(target, protocol):
         return target
-    with atomic_folder(target, overwrite=True) as tmp:
-        run_shard_tasks(_match_shard, [(protocol, shard_inputs, context, str(tmp), k)
-                                       for k, shard_inputs in enumerate(inputs)],
-                        scheduler=scheduler, address=address, on_done=on_shard_done, workers=workers)
-        # last: on an object store it commits the table
-        (tmp / PROTOCOL_FILE).write_text(json.dumps(protocol.description(), indent=2))
+    with writing(layout.root):
+        layout = open_layout(layout.root)
+        inputs, context = protocol.shard_inputs(layout, run)
+        if matched(target, protocol):  # matched by another process while this one waited
+            return target
+        with atomic_folder(target, overwrite=True) as tmp:
+            run_shard_tasks(_match_shard, [(protocol, shard_inputs, context, str(tmp), k)
+                                           for k, shard_inputs in enumerate(inputs)],
+                            scheduler=scheduler, address=address, on_done=on_shard_done, workers=workers)
+            # last: on an object store it commits the table
+            (tmp / PROTOCOL_FILE).write_text(json.dumps(protocol.description(), indent=2))
     return target

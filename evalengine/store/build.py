@@ -2,16 +2,19 @@
 (see :mod:`evalengine.store.commit`)."""
 
 import json
+import warnings
 from datetime import datetime, timezone
+from pathlib import Path
 
 import polars as pl
 
 from evalengine import __version__, schema
-from evalengine.errors import StoreError
+from evalengine.errors import StoreError, StoreWarning
 from evalengine.store.commit import atomic_folder, replace_file, replace_text
 from evalengine.store.layout import StoreLayout, open_layout
-from evalengine.store.location import location, remove_tree
-from evalengine.store.paths import StorePaths
+from evalengine.store.location import is_remote, location, remove_tree
+from evalengine.store.lock import writing
+from evalengine.store.paths import ENTRIES, MANIFEST, StorePaths, check_name
 from evalengine.store.ranking import ProposalRun, write_proposal_run
 from evalengine.store.shards import ShardWriter, write_batches, write_table
 from evalengine.store.sharding import shard_of
@@ -19,13 +22,17 @@ from evalengine.store.sharding import shard_of
 
 def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False,
                  progress=None, proposal_runs: dict | None = None) -> StoreLayout:
-    """Write a new store atomically.
+    """Write a new store atomically, under the store's write lock.
 
     ``runs`` maps a run name to an iterable of detection frames (schema :data:`evalengine.schema.DT`),
     which are sharded and written as they come. ``proposal_runs`` maps a run name to a
     :class:`~evalengine.store.ranking.ProposalRun`. ``progress(n_rows)`` is called after each frame.
+    ``provenance`` maps a name to the input it came from. ``overwrite`` replaces a store, never anything else
+    (see :func:`replaced_store`).
     """
     proposal_runs = proposal_runs or {}
+    for run in [*runs, *proposal_runs]:
+        check_name("run", run)
     clash = set(runs) & set(proposal_runs)
     if clash:
         raise StoreError(f"{path}: run name(s) {', '.join(sorted(clash))} used for both detections and proposals")
@@ -33,7 +40,46 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
         raise StoreError(f"n_shards must be >= 1, got {n_shards}")
     path = location(path)
     images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
-    with atomic_folder(path, overwrite=overwrite) as tmp:
+    with writing(path):
+        replaced = replaced_store(path, overwrite, (provenance or {}).values())
+        _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress)
+    if replaced:
+        warnings.warn(f"{path}: replaced {replaced}", StoreWarning, stacklevel=2)
+    return open_layout(path)
+
+
+def replaced_store(path, overwrite: bool, inputs=()) -> str:
+    """What writing a store at ``path`` replaces ('' for nothing or an empty folder), or a :class:`StoreError`:
+    only a store of ours is replaced (its manifest says so), with ``overwrite``, holding nothing but a store's
+    tables (never another file, never one of the ``inputs``)."""
+    if not path.exists():
+        return ""
+    if not is_remote(path) and not path.is_dir():
+        raise StoreError(f"{path}: is a file, not a store")
+    entries = {entry.name for entry in path.glob("*")}
+    if not entries:
+        return ""
+    if MANIFEST not in entries:
+        raise StoreError(f"{path}: exists and is not an evalengine store (no {MANIFEST}); refusing to replace it")
+    if not overwrite:
+        raise StoreError(f"{path}: already exists (pass overwrite to replace it)")
+    foreign = sorted(entries - set(ENTRIES))
+    if foreign:
+        raise StoreError(f"{path}: holds '{foreign[0]}', which is not part of a store; refusing to replace it")
+    for source in inputs:
+        if not is_remote(path) and Path(str(source)).exists() and Path(str(source)).resolve().is_relative_to(
+                Path(path).resolve()):
+            raise StoreError(f"{path}: holds the input {source}; refusing to replace it")
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+        return (f"the store created {manifest['created']} (runs: "
+                f"{', '.join([*manifest['runs'], *manifest.get('proposal_runs', {})]) or 'none'})")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a damaged store"
+
+
+def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress) -> None:
+    with atomic_folder(path, overwrite=True) as tmp:
         paths = StorePaths(tmp)
         write_table(images, paths.table("images").parent)
         write_table(categories, paths.table("categories").parent)
@@ -56,7 +102,6 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
             "provenance": {k: str(v) for k, v in (provenance or {}).items()},
         }
         paths.manifest.write_text(json.dumps(manifest, indent=2))  # last: on an object store it commits the store
-    return open_layout(path)
 
 
 def _run_row(run: str, n_rows: int, provenance, kind: str = "detections") -> dict:
@@ -67,35 +112,48 @@ def add_run(layout: StoreLayout, run: str, batches, provenance=None, overwrite: 
             progress=None) -> StoreLayout:
     """Add (or, with ``overwrite``, replace) a detection run of an existing store.
 
-    The run's shards are written to a temporary folder and renamed into place; then the runs table and
-    the manifest are each replaced through a temporary file. One writer at a time per store.
+    Under the store's write lock, the run's shards are written to a temporary folder and renamed into place;
+    then the runs table and the manifest, read again under the lock, are each replaced through a temporary file.
     """
-    _check_new_run(layout, run, overwrite, taken=layout.proposal_runs)
-    with atomic_folder(layout.paths.dt(run), overwrite=overwrite) as tmp:
-        n_detections = write_batches(tmp, batches, layout.n_shards, schema.DT, progress)
-    manifest = dict(layout.manifest, runs=sorted(set(layout.manifest["runs"]) | {run}))
-    return _register_run(layout, _run_row(run, n_detections, provenance), manifest, provenance)
+    with writing(layout.root):
+        layout, replaced = _check_new_run(layout.root, run, overwrite, kind="detections")
+        with atomic_folder(layout.paths.dt(run), overwrite=True) as tmp:
+            n_detections = write_batches(tmp, batches, layout.n_shards, schema.DT, progress)
+        manifest = dict(layout.manifest, runs=sorted(set(layout.manifest["runs"]) | {run}))
+        return _register_run(layout, _run_row(run, n_detections, provenance), manifest, provenance, replaced)
 
 
 def add_proposal_run(layout: StoreLayout, run: str, proposal: ProposalRun, provenance=None, overwrite: bool = False,
                      progress=None) -> StoreLayout:
     """Add (or, with ``overwrite``, replace) a proposal run of an existing store, atomically as :func:`add_run`."""
-    _check_new_run(layout, run, overwrite, taken=layout.runs)
-    with atomic_folder(layout.paths.proposals(run), overwrite=overwrite) as tmp:
-        n_proposals = write_proposal_run(tmp, proposal, layout.n_shards, progress)
-    manifest = dict(layout.manifest, proposal_runs={**layout.proposal_runs, run: proposal.description()})
-    return _register_run(layout, _run_row(run, n_proposals, provenance, kind="proposals"), manifest, provenance)
+    with writing(layout.root):
+        layout, replaced = _check_new_run(layout.root, run, overwrite, kind="proposals")
+        with atomic_folder(layout.paths.proposals(run), overwrite=True) as tmp:
+            n_proposals = write_proposal_run(tmp, proposal, layout.n_shards, progress)
+        manifest = dict(layout.manifest, proposal_runs={**layout.proposal_runs, run: proposal.description()})
+        return _register_run(layout, _run_row(run, n_proposals, provenance, kind="proposals"), manifest, provenance,
+                             replaced)
 
 
-def _check_new_run(layout: StoreLayout, run: str, overwrite: bool, taken) -> None:
-    if run in taken:
+def _check_new_run(root, run: str, overwrite: bool, kind: str) -> tuple:
+    """The store as it is now (read under the write lock), if ``run`` may be written to it, and what writing it
+    replaces ('' for nothing)."""
+    check_name("run", run)
+    layout = open_layout(root)
+    if run in (layout.proposal_runs if kind == "detections" else layout.runs):
         raise StoreError(f"{layout.root}: run name '{run}' is taken by a run of the other kind")
-    if (run in layout.runs or run in layout.proposal_runs) and not overwrite:
-        raise StoreError(f"{layout.root}: run '{run}' already exists (pass overwrite to replace it)")
+    if run in layout.runs or run in layout.proposal_runs:
+        if not overwrite:
+            raise StoreError(f"{layout.root}: run '{run}' already exists (pass overwrite to replace it)")
+        old = layout.read("runs").filter(pl.col("run") == run).to_dicts()
+        what = f" ({old[0]['n_detections']} {kind} from {old[0]['source'] or 'a generator'})" if old else ""
+        return layout, f"run '{run}'{what}"
+    return layout, ""
 
 
-def _register_run(layout: StoreLayout, row: dict, manifest: dict, provenance) -> StoreLayout:
-    """Drop the stale match tables of a (re)written run, then replace the runs table and the manifest."""
+def _register_run(layout: StoreLayout, row: dict, manifest: dict, provenance, replaced: str) -> StoreLayout:
+    """Drop the stale match tables of a (re)written run, then replace the runs table and the manifest (under the
+    write lock of the caller)."""
     run = row["run"]
     for folder in list(layout.paths.run_matches(run)):  # a replaced run's match tables no longer hold
         remove_tree(folder)
@@ -104,6 +162,8 @@ def _register_run(layout: StoreLayout, row: dict, manifest: dict, provenance) ->
     replace_file(layout.paths.table("runs"), runs.write_parquet)
     manifest["provenance"] = dict(manifest.get("provenance", {}), **{k: str(v) for k, v in (provenance or {}).items()})
     replace_text(layout.paths.manifest, json.dumps(manifest, indent=2))
+    if replaced:
+        warnings.warn(f"{layout.root}: replaced {replaced}", StoreWarning, stacklevel=3)
     return open_layout(layout.root)
 
 
@@ -118,5 +178,6 @@ def add_hit_counts(layout: StoreLayout, lattice: str, known: pl.DataFrame | None
     so every later query of every run reuses them)."""
     if counted.height:
         cache = layout.paths.hit_counts(lattice)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(cache, (counted if known is None else pl.concat([known, counted])).write_parquet)
+        with writing(layout.root):
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            replace_file(cache, (counted if known is None else pl.concat([known, counted])).write_parquet)

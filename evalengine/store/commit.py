@@ -7,12 +7,26 @@ wrote.
 """
 
 import os
+import re
 import shutil
 import uuid
 from contextlib import contextmanager, suppress
 
 from evalengine.errors import StoreError, first_line
 from evalengine.store.location import is_remote, location, remove_tree
+
+# ``.<target>.tmp-<8 hex>`` (being written) and ``.<target>.old-<8 hex>`` (being replaced): the only names a write
+# leaves beside its target; left behind only by a killed process, removed under the store's lock (store.lock)
+_TEMPORARY = re.compile(r"\..+\.(tmp|old)-[0-9a-f]{8}")
+
+
+def _temporary(target, kind: str):
+    return target.parent / f".{target.name}.{kind}-{uuid.uuid4().hex[:8]}"
+
+
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is a temporary file or folder of an interrupted write."""
+    return _TEMPORARY.fullmatch(name) is not None
 
 
 @contextmanager
@@ -40,7 +54,7 @@ def atomic_folder(target, overwrite: bool = False):
             raise
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = _temporary(target, "tmp")
     tmp.mkdir()
     try:
         yield tmp
@@ -48,7 +62,7 @@ def atomic_folder(target, overwrite: bool = False):
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if target.exists():
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        old = _temporary(target, "old")
         os.replace(target, old)
         os.replace(tmp, target)
         shutil.rmtree(old, ignore_errors=True)
@@ -62,7 +76,7 @@ def replace_file(target, write) -> None:
     if is_remote(target):
         write(str(target))
         return
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp = _temporary(target, "tmp")
     try:
         write(str(tmp))
         os.replace(tmp, target)

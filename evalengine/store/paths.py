@@ -15,7 +15,10 @@ store for the SQL views (:mod:`evalengine.sql` hands them to DuckDB as variables
     STORE/matches/protocol=P/run=R/<side>/shard=k/part-0.parquet  (+ protocol.json, written last)
 """
 
+import re
 from dataclasses import dataclass
+
+from evalengine.errors import InputError
 
 MANIFEST = "manifest.json"
 PART = "part-0.parquet"
@@ -23,6 +26,19 @@ PERTURBATION = "perturbation.parquet"
 PROTOCOL_FILE = "protocol.json"
 TABLES = ("images", "categories", "runs")  # one file each
 GT, DT, PROPOSALS, MATCHES, HIT_COUNTS = "gt", "dt", "proposals", "matches", "hprs"
+ENTRIES = (MANIFEST, *TABLES, GT, DT, PROPOSALS, MATCHES, HIT_COUNTS)  # everything a store's folder may hold
+
+# a name that becomes part of a path (a run, a protocol's match key, a cache's lattice): one folder level, never a
+# glob, a hive partition value DuckDB reads back as it is, the same on every file system
+NAME_RULE = "1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(kind: str, name) -> str:
+    """``name`` if it follows :data:`NAME_RULE`, else an :class:`InputError` naming it."""
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise InputError(f"{kind} name {name!r} is not allowed: use {NAME_RULE}")
+    return name
 
 
 def shard_file(folder, k):
@@ -52,13 +68,13 @@ class StorePaths:
         return shard_file(self.gt, k)
 
     def dt(self, run: str):
-        return self.root / DT / f"run={run}"
+        return self.root / DT / f"run={check_name('run', run)}"
 
     def dt_shard(self, run: str, k: int):
         return shard_file(self.dt(run), k)
 
     def proposals(self, run: str):
-        return self.root / PROPOSALS / f"run={run}"
+        return self.root / PROPOSALS / f"run={check_name('run', run)}"
 
     def proposal_shard(self, run: str, k: int):
         return shard_file(self.proposals(run), k)
@@ -68,18 +84,18 @@ class StorePaths:
 
     def hit_counts(self, lattice: str):
         """Wang et al.'s exact N_hit per (image size, box, τ), shared by every proposal run (see metrics.oma)."""
-        return self.root / HIT_COUNTS / f"lattice={lattice}" / PART
+        return self.root / HIT_COUNTS / f"lattice={check_name('lattice', lattice)}" / PART
 
     @property
     def matches(self):
         return self.root / MATCHES
 
     def matches_dir(self, protocol_key: str, run: str):
-        return self.matches / f"protocol={protocol_key}" / f"run={run}"
+        return self.matches / f"protocol={check_name('protocol', protocol_key)}" / f"run={check_name('run', run)}"
 
     def run_matches(self, run: str):
         """Every match table of ``run``, whatever its protocol."""
-        return self.matches.glob(f"*/run={run}")
+        return self.matches.glob(f"*/run={check_name('run', run)}")
 
 
 def table_globs(families: dict) -> dict:
