@@ -72,8 +72,8 @@ def replaced_store(path, overwrite: bool, inputs=()) -> str:
             raise StoreError(f"{path}: holds the input {source}; refusing to replace it")
     try:
         manifest = json.loads((path / MANIFEST).read_text())
-        return (f"the store created {manifest['created']} (runs: "
-                f"{', '.join([*manifest['runs'], *manifest.get('proposal_runs', {})]) or 'none'})")
+        return (f"the store of {manifest['n_shards']} shards and runs: "
+                f"{', '.join([*manifest['runs'], *manifest.get('proposal_runs', {})]) or 'none'}")
     except (OSError, ValueError, KeyError, TypeError):
         return "a damaged store"
 
