@@ -109,7 +109,7 @@ class Store:
         images = self.images().collect()
         if params is None:
             params = baselines.fitted_params(kind, self.gt().collect(), images)
-        run = run or kind
+        run = kind if run is None else run
         proposal = ProposalRun(lambda: baselines.generate(kind, images, per_image, params, seed),
                                ProposalOrder("given"))
         return Store(add_proposal_run(self.layout, run, proposal, overwrite=overwrite,

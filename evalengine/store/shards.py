@@ -21,8 +21,14 @@ def write_table(frame: pl.DataFrame, folder, compression: str = "zstd") -> None:
 
 def scan_shards(folder) -> pl.LazyFrame:
     """Every ``shard=k/part-0.parquet`` in ``folder`` as one lazy frame (with its hive columns); other files beside
-    the shards (a perturbed run's ``perturbation.parquet``) are not part of it."""
-    return pl.scan_parquet(str(location(folder) / "shard=*" / "*.parquet"), hive_partitioning=True)
+    the shards (a perturbed run's ``perturbation.parquet``) are not part of it.
+
+    Polars reads every ``key=value`` level of the path as a column: ``shard`` is an integer, the others (``run``,
+    ``protocol``) are strings whatever they look like (a run named ``2024`` or 100 digits is a name)."""
+    pattern = str(location(folder) / "shard=*" / "*.parquet")
+    keys = [level.split("=", 1)[0] for level in pattern.split("/")[:-2] if "=" in level]
+    return pl.scan_parquet(pattern, hive_partitioning=True,
+                           hive_schema={**{key: pl.String for key in keys}, "shard": pl.Int64})
 
 
 class ShardWriter:
