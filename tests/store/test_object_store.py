@@ -146,3 +146,40 @@ def test_match_tables_on_object_store_list_like_local(tmp_path, s3, inputs):
         here = sorted(p.relative_to(local.path).as_posix() for p in local.path.glob(pattern))
         assert remote == here and remote, pattern
     assert pl.read_parquet(str(store.path / "runs" / "part-0.parquet")).height == 1
+
+
+def test_writers_of_a_remote_store_take_turns_through_a_lease(s3, inputs, monkeypatch):
+    """The lease rule of store.lock: a writer waits while another's unexpired lease exists, takes an expired one,
+    and removes its own when done."""
+    import threading
+
+    from evalengine.errors import StoreWarning
+    from evalengine.store import lock
+
+    monkeypatch.setattr(lock, "_POLL_SECONDS", 0.2)
+    url = f"{s3}/leased"
+    lease = RemotePath(f"{s3}/.leased.lock")
+    gt, dt = inputs
+    api.ingest_coco(gt, dt, url, n_shards=2)
+    assert not lease.exists()
+    held, release, order = threading.Event(), threading.Event(), []
+
+    def other_writer():
+        with lock.writing(url):
+            held.set()
+            release.wait(10)
+            order.append("other writer done")
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    held.wait(10)
+    threading.Timer(1.5, release.set).start()
+    with pytest.warns(StoreWarning, match="another evalengine process holds this store's lease"):
+        store = api.open(url).add_run(dt, "second")
+    order.append("run added")
+    thread.join()
+    assert order == ["other writer done", "run added"]
+    assert store.runs == ["default", "second"] and not lease.exists()
+    lease.write_text(json.dumps({"owner": "a killed writer", "expires": 0}))  # expired: taken at once
+    assert api.open(url).add_run(dt, "third").runs == ["default", "second", "third"]
+    assert not lease.exists()
