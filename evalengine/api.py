@@ -162,17 +162,21 @@ class Store:
         return compare({run: self.evaluate(protocol, run=run, **schedule) for run in runs},
                        self.layout.read("categories"))
 
-    def sql(self, query: str) -> pl.DataFrame:
-        """Run SQL over the store's DuckDB views (see the top-level ``sql/`` folder) and return a Polars frame."""
-        return sql_views.query(self.path, query)
+    def sql(self, query: str, allow_external: bool = False) -> pl.DataFrame:
+        """Run one read-only SQL statement (``SELECT`` or ``WITH``) over the store's DuckDB views (see the top-level
+        ``sql/`` folder) and return a Polars frame; ``allow_external`` runs anything DuckDB runs, on any file
+        (:mod:`evalengine.sql`)."""
+        return sql_views.query(self.path, query, allow_external)
 
-    def duckdb(self):
-        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``)."""
-        return sql_views.connect(self.path)
+    def duckdb(self, allow_external: bool = False):
+        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``): it reads
+        the store and nothing else, its configuration locked, unless ``allow_external``."""
+        return sql_views.connect(self.path, allow_external)
 
     def image_ids(self, where: str) -> list:
-        """Ids of the images satisfying an SQL predicate over the ``images`` view (any ingested metadata)."""
-        return self.sql(f"SELECT image_id FROM images WHERE {where} ORDER BY image_id").get_column("image_id").to_list()
+        """Ids of the images satisfying ``where``, one boolean SQL expression over the ``images`` view (any
+        ingested metadata), e.g. ``"width > 500 AND weather = 'rain'"``."""
+        return sql_views.image_ids(self.path, where)
 
     def report(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN, where: str | None = None,
                category_ids=None, **schedule) -> Evaluation:
