@@ -169,8 +169,9 @@ class Store:
         return sql_views.query(self.path, query, allow_external)
 
     def duckdb(self, allow_external: bool = False):
-        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``): it reads
-        the store and nothing else, its configuration locked, unless ``allow_external``."""
+        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``): no file or
+        URL outside the store, no extension, its configuration locked, unless ``allow_external``. Its statements are
+        not checked as :meth:`sql`'s are: inside the store, a COPY or EXPORT of yours would write."""
         return sql_views.connect(self.path, allow_external)
 
     def image_ids(self, where: str) -> list:
@@ -186,8 +187,8 @@ class Store:
         larger detection cap change the matching itself (pycocotools matches per area range), so a
         protocol with them is matched first (once; its match table is kept beside the others).
         """
-        evaluation = self.evaluate(protocol, run=run, **schedule)
-        return evaluation.slice(image_ids=None if where is None else self.image_ids(where), category_ids=category_ids)
+        image_ids = None if where is None else self.image_ids(where)  # a refused predicate costs no matching
+        return self.evaluate(protocol, run=run, **schedule).slice(image_ids=image_ids, category_ids=category_ids)
 
 
 def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.open(path)

@@ -8,8 +8,8 @@ the Python summary uses), then runs the files in file-name order. A file whose f
 protocol's match tables); any other failure is an error.
 
 The door is read-only unless opened with ``allow_external``: the connection reads the store and nothing else
-(:func:`lock`), and :func:`query` runs one ``SELECT`` (or ``WITH … SELECT``) statement, :func:`image_ids` one
-boolean expression over the ``images`` view.
+(:func:`lock`), :func:`query` runs one ``SELECT`` (or ``WITH … SELECT``) statement that writes nothing, and
+:func:`image_ids` one boolean expression over the ``images`` view.
 """
 
 import atexit
@@ -92,7 +92,7 @@ def connect(store_path, allow_external: bool = False):
                          {"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     if is_remote(store_path):
         con.register_filesystem(_fsspec(store_path))
-    else:  # relative paths in the user's own queries
+    else:  # relative paths in the user's own queries (allow_external only: the lock checks a path as written)
         con.execute(f"SET file_search_path = {_quoted(store_path)}")
     for name, glob in path_variables(store_path).items():
         con.execute(f"SET VARIABLE {name} = {_quoted(glob)}")
@@ -142,11 +142,10 @@ def _fsspec(store_path):
     return wrapper(store_path.fs)
 
 
-def check_read_only(con, sql: str) -> None:
-    """A located error unless ``sql`` is one ``SELECT`` (or ``WITH … SELECT``) statement that writes nothing."""
-    kinds = [statement.type.name for statement in con.extract_statements(sql)]
-    if not kinds:
-        raise EvalEngineError("SQL: no statement given")
+def _check_read_only(con, sql: str, statements: list) -> None:
+    """A located error unless ``sql`` (parsed as ``statements``) is one ``SELECT`` (or ``WITH … SELECT``)
+    statement that writes nothing."""
+    kinds = [statement.type.name for statement in statements]
     if kinds != ["SELECT"]:
         got = kinds[0] if len(kinds) == 1 else f"{len(kinds)} statements ({'; '.join(kinds)})"
         raise EvalEngineError(f"SQL: only one SELECT or WITH statement is accepted, got {got} ({OPT_IN})")
@@ -172,17 +171,18 @@ def _query_nodes(tree) -> set:
 
 
 def query(store_path, sql: str, allow_external: bool = False) -> pl.DataFrame:
-    """Run ``sql`` against the store's views and return the result: one read-only statement (:func:`connect` and
-    :func:`check_read_only`), or with ``allow_external`` anything DuckDB runs (several statements: the last
-    one's result). DuckDB's errors become one line."""
+    """Run ``sql`` against the store's views and return the result: one read-only statement on a locked
+    connection, or with ``allow_external`` anything DuckDB runs (several statements: the last one's result).
+    DuckDB's errors become one line."""
     import duckdb
 
-    if not sql.strip():
-        raise EvalEngineError("SQL: no statement given")
     con = connect(store_path, allow_external)
     try:
+        statements = con.extract_statements(sql)
+        if not statements:
+            raise EvalEngineError("SQL: no statement given")
         if not allow_external:
-            check_read_only(con, sql)
+            _check_read_only(con, sql, statements)
         relation = con.sql(sql)
         return pl.DataFrame() if relation is None else relation.pl()
     except duckdb.Error as exc:

@@ -191,6 +191,8 @@ def test_allow_external_opens_it_all(folder, store, tmp_path, capsys):
     assert frame.item() == 12 and pl.read_csv(copied).height == 12
     assert store.sql(f"SELECT secret FROM '{folder / 'outside' / 'secret.parquet'}'", allow_external=True).item() == 42
     assert store.sql("SET VARIABLE x = 41; SELECT getvariable('x') + 1 AS y", allow_external=True).item() == 42
+    with pytest.raises(EvalEngineError, match="^SQL: no statement given$"):
+        store.sql(" -- nothing", allow_external=True)
     con = store.duckdb(allow_external=True)
     con.execute(f"ATTACH '{tmp_path / 'db.duckdb'}' AS other")
     con.execute("CREATE TABLE other.t AS SELECT * FROM coco_summary")
