@@ -166,17 +166,22 @@ class Store:
         return compare({run: self.evaluate(protocol, run=run, **schedule) for run in runs},
                        self.layout.read("categories"))
 
-    def sql(self, query: str) -> pl.DataFrame:
-        """Run SQL over the store's DuckDB views (see the top-level ``sql/`` folder) and return a Polars frame."""
-        return sql_views.query(self.path, query)
+    def sql(self, query: str, allow_external: bool = False) -> pl.DataFrame:
+        """Run one read-only SQL statement (``SELECT`` or ``WITH``) over the store's DuckDB views (see the top-level
+        ``sql/`` folder) and return a Polars frame; ``allow_external`` runs anything DuckDB runs, on any file
+        (:mod:`evalengine.sql`)."""
+        return sql_views.query(self.path, query, allow_external)
 
-    def duckdb(self):
-        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``)."""
-        return sql_views.connect(self.path)
+    def duckdb(self, allow_external: bool = False):
+        """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``): no file or
+        URL outside the store, no extension, its configuration locked, unless ``allow_external``. Its statements are
+        not checked as :meth:`sql`'s are: inside the store, a COPY or EXPORT of yours would write."""
+        return sql_views.connect(self.path, allow_external)
 
     def image_ids(self, where: str) -> list:
-        """Ids of the images satisfying an SQL predicate over the ``images`` view (any ingested metadata)."""
-        return self.sql(f"SELECT image_id FROM images WHERE {where} ORDER BY image_id").get_column("image_id").to_list()
+        """Ids of the images satisfying ``where``, one boolean SQL expression over the ``images`` view (any
+        ingested metadata), e.g. ``"width > 500 AND weather = 'rain'"``."""
+        return sql_views.image_ids(self.path, where)
 
     def report(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN, where: str | None = None,
                category_ids=None, **schedule) -> Evaluation:
@@ -186,8 +191,8 @@ class Store:
         larger detection cap change the matching itself (pycocotools matches per area range), so a
         protocol with them is matched first (once; its match table is kept beside the others).
         """
-        evaluation = self.evaluate(protocol, run=run, **schedule)
-        return evaluation.slice(image_ids=None if where is None else self.image_ids(where), category_ids=category_ids)
+        image_ids = None if where is None else self.image_ids(where)  # a refused predicate costs no matching
+        return self.evaluate(protocol, run=run, **schedule).slice(image_ids=image_ids, category_ids=category_ids)
 
 
 def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.open(path)

@@ -6,20 +6,43 @@ read through pyarrow's filesystem registered with DuckDB), a ``coco_summary_layo
 the Python summary uses), then runs the files in file-name order. A file whose first line is
 ``-- requires: TABLE`` defines its views only once the store has a file of that table (detections, proposals, a
 protocol's match tables); any other failure is an error.
+
+The door is read-only unless opened with ``allow_external``: the connection reads the store and nothing else
+(:func:`lock`), :func:`query` runs one ``SELECT`` (or ``WITH … SELECT``) statement that writes nothing, and
+:func:`image_ids` one boolean expression over the ``images`` view.
 """
 
+import atexit
+import json
+import shutil
+import tempfile
+import uuid
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 import polars as pl
 
-from evalengine.errors import EvalEngineError
+from evalengine.errors import EvalEngineError, StoreError, first_line
 from evalengine.match import PROTOCOLS
 from evalengine.metrics.summary import SUMMARY_LAYOUT
 from evalengine.store.location import is_remote, location
 from evalengine.store.paths import StorePaths, table_globs
 
-TABLE_GLOBS = table_globs({protocol.name: protocol.sides for protocol in PROTOCOLS})
+
+def _visible(glob: str) -> str:
+    """``glob`` with each level that starts with a wildcard kept from matching a leading dot: the store's
+    temporary folders and files (``.NAME.tmp-XXXX``, ``.NAME.old-XXXX``) stay out of the views (DuckDB's and
+    pathlib's ``*`` both match a leading dot; the other levels start with a name, ``run=*``)."""
+    return "/".join(f"[!.]{level}" if level.startswith("*") else level for level in glob.split("/"))
+
+
+VIEW_GLOBS = {name: _visible(glob)
+              for name, glob in table_globs({protocol.name: protocol.sides for protocol in PROTOCOLS}).items()}
+# query nodes of a read-only statement: DuckDB 2 also parses ``WITH x AS (COPY … / INSERT … / DELETE …) SELECT``
+# as a SELECT statement, and runs the WITH clause's write
+READ_ONLY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
+OPT_IN = "--allow-external lifts this"
 
 
 def view_files() -> list:
@@ -36,7 +59,7 @@ def view_files() -> list:
 
 
 def _exists(store_path, table: str) -> bool:
-    return any(store_path.glob(TABLE_GLOBS[table]))
+    return any(store_path.glob(VIEW_GLOBS[table]))
 
 
 def _requirement_met(store_path, text: str) -> bool:
@@ -49,25 +72,27 @@ def _requirement_met(store_path, text: str) -> bool:
 def path_variables(store_path) -> dict:
     """``{table: absolute glob}``, the DuckDB variables the views read (set them with ``SET VARIABLE`` to use the
     ``.sql`` files in a session of your own)."""
-    return {name: f"{store_path}/{glob}" for name, glob in TABLE_GLOBS.items()}
+    return {name: f"{store_path}/{glob}" for name, glob in VIEW_GLOBS.items()}
 
 
 def _quoted(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
 
 
-def connect(store_path):
-    """An in-memory DuckDB connection with the store's views (``duckdb.DuckDBPyConnection``)."""
+def connect(store_path, allow_external: bool = False):
+    """An in-memory DuckDB connection with the store's views (``duckdb.DuckDBPyConnection``), locked to the store
+    (:func:`lock`) unless ``allow_external`` (then DuckDB's defaults: any file, extensions, settings)."""
     import duckdb  # imported on first use: the commands that never query SQL skip its start-up
     store_path = location(store_path)
     if not is_remote(store_path):
         store_path = store_path.resolve()
     if not StorePaths(store_path).manifest.is_file():
         raise EvalEngineError(f"{store_path}: not an evalengine store (no manifest.json)")
-    con = duckdb.connect()
+    con = duckdb.connect(config={} if allow_external else
+                         {"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     if is_remote(store_path):
         con.register_filesystem(_fsspec(store_path))
-    else:  # relative paths in the user's own queries
+    else:  # relative paths in the user's own queries (allow_external only: the lock checks a path as written)
         con.execute(f"SET file_search_path = {_quoted(store_path)}")
     for name, glob in path_variables(store_path).items():
         con.execute(f"SET VARIABLE {name} = {_quoted(glob)}")
@@ -78,8 +103,34 @@ def connect(store_path):
     for path in view_files():
         text = path.read_text()
         if _requirement_met(store_path, text):
-            con.execute(text)
+            try:
+                con.execute(text)
+            except duckdb.Error as exc:  # a damaged table: DuckDB's message names the file
+                raise StoreError(f"{store_path}: view {path.name}: {first_line(exc)}") from exc
+    if not allow_external:
+        lock(con, store_path)
     return con
+
+
+def lock(con, store_path) -> None:
+    """Close the connection to everything but reading the store (set once the views exist, which read it):
+    ``allowed_directories`` the store alone, ``enable_external_access`` off (no other file, URL, ATTACH, COPY or
+    EXPORT outside it, no INSTALL or LOAD), ``lock_configuration`` on (no SET, RESET or PRAGMA undoes this).
+    DuckDB adds its spill folder to the allowed directories (``.tmp`` in the working directory by default): a
+    private one instead."""
+    con.execute(f"SET temp_directory = {_quoted(_spill_root() / uuid.uuid4().hex)}")
+    con.execute(f"SET allowed_directories = [{_quoted(f'{store_path}/')}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+@lru_cache(maxsize=None)
+def _spill_root() -> Path:
+    """This process's folder (mode 0700, removed at exit) for the spill folders DuckDB creates on demand and
+    removes when its connection closes (it does not create their parent)."""
+    root = Path(tempfile.mkdtemp(prefix="evalengine-duckdb-"))
+    atexit.register(shutil.rmtree, root, True)
+    return root
 
 
 def _fsspec(store_path):
@@ -91,18 +142,95 @@ def _fsspec(store_path):
     return wrapper(store_path.fs)
 
 
-def query(store_path, sql: str) -> pl.DataFrame:
-    """Run ``sql`` against the store's views and return the result; DuckDB's message is kept in errors."""
+def _check_read_only(con, sql: str, statements: list) -> None:
+    """A located error unless ``sql`` (parsed as ``statements``) is one ``SELECT`` (or ``WITH … SELECT``)
+    statement that writes nothing."""
+    kinds = [statement.type.name for statement in statements]
+    if kinds != ["SELECT"]:
+        got = kinds[0] if len(kinds) == 1 else f"{len(kinds)} statements ({'; '.join(kinds)})"
+        raise EvalEngineError(f"SQL: only one SELECT or WITH statement is accepted, got {got} ({OPT_IN})")
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    if tree["error"]:  # fails closed (DuckDB 2.0.1 serialises every SELECT statement)
+        raise EvalEngineError(f"SQL: this SELECT cannot be checked to be read-only ({tree['error_message']}; "
+                              f"{OPT_IN})")
+    writes = sorted(_query_nodes(tree["statements"]) - READ_ONLY_NODES)
+    if writes:
+        got = ", ".join(node.removesuffix("_QUERY_NODE") for node in writes)
+        raise EvalEngineError(f"SQL: only one SELECT or WITH statement is accepted, got {got} in a WITH clause "
+                              f"({OPT_IN})")
+
+
+def _query_nodes(tree) -> set:
+    """The type of every query node of a serialised statement (the dicts with a ``cte_map``)."""
+    if isinstance(tree, list):
+        return set().union(*map(_query_nodes, tree))
+    if not isinstance(tree, dict):
+        return set()
+    own = {tree["type"]} if "cte_map" in tree else set()
+    return own.union(*map(_query_nodes, tree.values()))
+
+
+def query(store_path, sql: str, allow_external: bool = False) -> pl.DataFrame:
+    """Run ``sql`` against the store's views and return the result: one read-only statement on a locked
+    connection, or with ``allow_external`` anything DuckDB runs (several statements: the last one's result).
+    DuckDB's errors become one line."""
+    import duckdb
+
+    con = connect(store_path, allow_external)
+    try:
+        statements = con.extract_statements(sql)
+        if not statements:
+            raise EvalEngineError("SQL: no statement given")
+        if not allow_external:
+            _check_read_only(con, sql, statements)
+        relation = con.sql(sql)
+        return pl.DataFrame() if relation is None else relation.pl()
+    except duckdb.Error as exc:
+        raise EvalEngineError(f"SQL error: {first_line(exc)}{_hint(exc, store_path)}") from exc
+    finally:
+        con.close()
+
+
+def _hint(exc, store_path) -> str:
+    import duckdb
+
+    if isinstance(exc, duckdb.PermissionException):
+        return f" (the SQL door reads the store only; {OPT_IN})"
+    store = location(store_path)
+    if isinstance(exc, duckdb.CatalogException) and not any(
+            _exists(store, f"{protocol.name}_protocols") for protocol in PROTOCOLS):
+        return " (the views over match tables — matches, ap, coco_summary, … — exist after `evalengine evaluate STORE`)"
+    return ""
+
+
+def image_ids(store_path, where: str) -> list:
+    """Ids of the images satisfying ``where``, one boolean SQL expression over the ``images`` view (any ingested
+    metadata). DuckDB's expression parser reads it alone (no statement around it to break out of, no ``UNION``);
+    comments and ``;`` are refused; errors name the predicate."""
     import duckdb
 
     con = connect(store_path)
     try:
-        return con.sql(sql).pl()
+        expression = _predicate(where)
+        images = con.view("images")
+        kind = str(images.project(expression).types[0])
+        if kind != "BOOLEAN":
+            raise EvalEngineError(f"where {where!r}: not a boolean expression ({kind})")
+        return images.filter(expression).project("image_id").order("image_id").pl().get_column("image_id").to_list()
     except duckdb.Error as exc:
-        hint = ""
-        store = location(store_path)
-        if not any(_exists(store, f"{protocol.name}_protocols") for protocol in PROTOCOLS):
-            hint = "\n(the views over match tables — matches, ap, coco_summary, … — exist after `evalengine evaluate STORE`)"
-        raise EvalEngineError(f"SQL error: {exc}{hint}") from exc
+        raise EvalEngineError(f"where {where!r}: SQL error: {first_line(exc)}") from exc
     finally:
         con.close()
+
+
+def _predicate(where: str):
+    import duckdb
+
+    if not where.strip():
+        raise EvalEngineError(f"where {where!r}: no predicate given")
+    tokens = duckdb.tokenize(where)
+    for (start, kind), (end, _) in zip(tokens, [*tokens[1:], (len(where), None)]):
+        if kind == duckdb.token_type.comment or (kind == duckdb.token_type.operator and ";" in where[start:end]):
+            what = "a comment" if kind == duckdb.token_type.comment else "a ';'"
+            raise EvalEngineError(f"where {where!r}: {what} at character {start + 1} (one expression only)")
+    return duckdb.SQLExpression(where)

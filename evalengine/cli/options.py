@@ -87,3 +87,5 @@ def read_text(path) -> str:
         return Path(path).read_text()
     except OSError as exc:
         raise EvalEngineError(f"{path}: cannot read ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise EvalEngineError(f"{path}: not UTF-8 text (byte {exc.start + 1})") from exc

@@ -1,16 +1,51 @@
-"""The commands over a store: ``sql`` (the DuckDB views) and ``plot`` (figures)."""
+"""The commands over a store: ``sql`` (the DuckDB views) and ``plot`` (figures).
 
+Their ``--out`` writes a new file outside the store (``--force`` replaces an existing one), through a temporary file
+beside it renamed into place: a failure leaves nothing.
+"""
+
+import os
+import uuid
 from pathlib import Path
 
 from evalengine import api
 from evalengine.cli import options
-from evalengine.errors import EvalEngineError
+from evalengine.errors import EvalEngineError, first_line
+
+
+def _target(args, store) -> Path:
+    """The file ``--out`` names, checked before anything runs: not inside the store (symbolic links followed), not
+    a folder, in a folder that exists, new unless ``--force``."""
+    target = Path(args.out).resolve()
+    if isinstance(store.path, Path) and target.is_relative_to(store.path.resolve()):
+        raise EvalEngineError(f"{args.out}: inside the store {store.path} (write results outside it)")
+    if target.is_dir():
+        raise EvalEngineError(f"{args.out}: is a folder (give a file name)")
+    if not target.parent.is_dir():
+        raise EvalEngineError(f"{args.out}: no folder {target.parent} to write into")
+    if target.exists() and not args.force:
+        raise EvalEngineError(f"{args.out}: already exists (--force replaces it)")
+    return target
+
+
+def _write(args, target: Path, write) -> None:
+    """``write(path)`` a temporary file beside ``target``, then rename it onto ``target``; the temporary file is
+    removed whatever happens."""
+    temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        write(temporary)
+        os.replace(temporary, target)
+    except OSError as exc:
+        raise EvalEngineError(f"{args.out}: cannot write ({exc.strerror or first_line(exc)})") from exc
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _cmd_plot(args) -> str:
     from evalengine import plots
 
     store = api.open(args.store)
+    target = _target(args, store)
     if args.kind in ("proposal-recall-iou", "ar-budget"):
         runs = args.runs or [api.DEFAULT_PROPOSAL_RUN]
         evaluations = {run: store.evaluate_proposals(run) for run in runs}
@@ -19,8 +54,7 @@ def _cmd_plot(args) -> str:
         else:
             figure = plots.proposal_recall_iou({run: ev.recall_iou_curve() for run, ev in evaluations.items()},
                                                args.budget)
-        figure.savefig(args.out, dpi=120)
-        return f"figure written to {args.out}"
+        return _save(args, target, figure)
     protocol = options.protocol(args)
     runs = args.runs or [api.DEFAULT_RUN]
     if args.kind == "pr":
@@ -35,20 +69,34 @@ def _cmd_plot(args) -> str:
         if len(runs) < 2:
             raise EvalEngineError("plot compare needs two runs: --runs BASELINE OTHER")
         figure = plots.run_differences(store.compare(runs, protocol), runs[1])
-    figure.savefig(args.out, dpi=120)
+    return _save(args, target, figure)
+
+
+def _save(args, target: Path, figure) -> str:
+    """Write the figure in the format its file's suffix names (PNG without one)."""
+    kind = target.suffix.lstrip(".").lower() or "png"
+    formats = figure.canvas.get_supported_filetypes()
+    if kind not in formats:
+        raise EvalEngineError(f"{args.out}: no figure format .{kind} (one of {', '.join(sorted(formats))})")
+    _write(args, target, lambda path: figure.savefig(path, dpi=120, format=kind))
     return f"figure written to {args.out}"
 
 
 def _cmd_sql(args) -> str:
     if (args.query is None) == (args.file is None):
         raise EvalEngineError("give either a query or --file FILE.sql")
-    text = args.query if args.query is not None else options.read_text(args.file)
-    frame = api.open(args.store).sql(text)
     if args.format == "parquet" and not args.out:
         raise EvalEngineError("--format parquet needs --out FILE")
-    if args.out:
-        {"csv": frame.write_csv, "json": frame.write_json, "parquet": frame.write_parquet,
-         "table": lambda out: Path(out).write_text(api.report.table(frame) + "\n")}[args.format](args.out)
+    text = args.query if args.query is not None else options.read_text(args.file)
+    store = api.open(args.store)
+    target = _target(args, store) if args.out else None
+    frame = store.sql(text, allow_external=args.allow_external)
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()] if args.format == "csv" else []
+    if nested:  # Polars refuses them with a traceback
+        raise EvalEngineError(f"--format csv: column {nested[0]} holds lists or structs (use json or parquet)")
+    if target:
+        _write(args, target, {"csv": frame.write_csv, "json": frame.write_json, "parquet": frame.write_parquet,
+                              "table": lambda out: out.write_text(api.report.table(frame) + "\n")}[args.format])
         return f"{frame.height} rows written to {args.out}"
     if args.format == "csv":
         return frame.write_csv().rstrip("\n")
@@ -57,11 +105,16 @@ def _cmd_sql(args) -> str:
     return api.report.table(frame)
 
 
+def _out_args(parser, help: str, required: bool) -> None:
+    parser.add_argument("--out", required=required, default=None, help=help)
+    parser.add_argument("--force", action="store_true", help="replace the --out file if it exists")
+
+
 def add_plot(sub) -> None:
     plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
                                  "differences, proposal recall-IoU and AR-budget curves", _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "proposal-recall-iou", "ar-budget"])
-    plot.add_argument("--out", required=True, help="image file (.png, .pdf, .svg)")
+    _out_args(plot, "image file (.png, .pdf, .svg), outside the store", required=True)
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
     plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr: one curve per category id")
     plot.add_argument("--iou", type=float, default=0.5, help="pr with --categories: the IoU threshold")
@@ -74,4 +127,7 @@ def add_sql(sub) -> None:
     sql.add_argument("query", nargs="?", default=None, help='e.g. "SELECT * FROM coco_summary"')
     sql.add_argument("--file", default=None, help="read the query from a .sql file")
     sql.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
-    sql.add_argument("--out", default=None, help="write the result to this file")
+    _out_args(sql, "write the result to this file, outside the store", required=False)
+    sql.add_argument("--allow-external", action="store_true",
+                     help="DuckDB's full power: any statement, any file or URL, extensions, settings (default: one "
+                          "SELECT or WITH statement that reads the store only)")
