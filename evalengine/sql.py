@@ -3,9 +3,11 @@
 A connection sets one DuckDB variable per table of the store's path map (:func:`evalengine.store.paths.table_globs`:
 ``getvariable('gt')``, ``getvariable('coco_dt')``, …, absolute globs; the store's folder, or its object-store URL
 read through pyarrow's filesystem registered with DuckDB), a ``coco_summary_layout`` table (the 12-number layout
-the Python summary uses), then runs the files in file-name order. A file whose first line is
-``-- requires: TABLE`` defines its views only once the store has a file of that table (detections, proposals, a
-protocol's match tables); any other failure is an error.
+the Python summary uses), then runs the files in file-name order. Runs and match tables are the store as its
+manifest has it (:func:`path_variables`): a list of globs, one per run the manifest lists and per finished match
+table of such a run (its ``protocol.json`` written), so a reader never sees a run being added or replaced. A file
+whose first line is ``-- requires: TABLE`` defines its views only once the store has that table (detections,
+proposals, a protocol's match tables); any other failure is an error.
 
 The door is read-only unless opened with ``allow_external``: the connection reads the store and nothing else
 (:func:`lock`), :func:`query` runs one ``SELECT`` (or ``WITH … SELECT``) statement that writes nothing, and
@@ -26,8 +28,10 @@ import polars as pl
 from evalengine.errors import EvalEngineError, StoreError, first_line
 from evalengine.match import PROTOCOLS
 from evalengine.metrics.summary import SUMMARY_LAYOUT
+from evalengine.store.layout import open_layout
 from evalengine.store.location import is_remote, location
-from evalengine.store.paths import StorePaths, table_globs
+from evalengine.store.lock import reading
+from evalengine.store.paths import DT, MATCHES, PROPOSALS, PROTOCOL_FILE, StorePaths, table_globs
 
 
 def _visible(glob: str) -> str:
@@ -58,25 +62,46 @@ def view_files() -> list:
     return files
 
 
-def _exists(store_path, table: str) -> bool:
-    return any(store_path.glob(VIEW_GLOBS[table]))
-
-
-def _requirement_met(store_path, text: str) -> bool:
+def _requirement_met(variables: dict, text: str) -> bool:
     first = text.split("\n", 1)[0]
     if not first.startswith("-- requires:"):
         return True
-    return _exists(store_path, first.removeprefix("-- requires:").strip())
+    return bool(variables[first.removeprefix("-- requires:").strip()])
 
 
 def path_variables(store_path) -> dict:
-    """``{table: absolute glob}``, the DuckDB variables the views read (set them with ``SET VARIABLE`` to use the
-    ``.sql`` files in a session of your own)."""
-    return {name: f"{store_path}/{glob}" for name, glob in VIEW_GLOBS.items()}
+    """``{table: absolute glob, or list of globs}``, the DuckDB variables the views read (set them with
+    ``SET VARIABLE`` to use the ``.sql`` files in a session of your own): the single tables and the ground truth as
+    globs; detections, proposals and match tables as one glob per run of the manifest and per finished match table
+    of such a run (empty lists when there is none)."""
+    layout = open_layout(store_path)
+    variables = {name: f"{layout.root}/{glob}" for name, glob in VIEW_GLOBS.items()}
+    for table, runs, folder in ((DT, layout.runs, layout.paths.dt),
+                                (PROPOSALS, layout.proposal_runs, layout.paths.proposals)):
+        variables[table] = [_within(folder(run), variables[table]) for run in sorted(runs)]
+    runs = set(layout.runs) | set(layout.proposal_runs)
+    for protocol in PROTOCOLS:
+        finished = sorted(str(recorded.parent) for recorded in layout.root.glob(
+            f"{MATCHES}/protocol={protocol.name}*/run=*/{PROTOCOL_FILE}") if recorded.parent.name[4:] in runs)
+        variables[f"{protocol.name}_protocols"] = [f"{folder}/{PROTOCOL_FILE}" for folder in finished]
+        for side in protocol.sides:
+            name = f"{protocol.name}_{side}"
+            variables[name] = [_within(folder, variables[name]) for folder in finished]
+    return variables
+
+
+def _within(folder, glob: str) -> str:
+    """The part of ``glob`` below its ``run=*`` level, under one run's ``folder``."""
+    return f"{folder}/{glob.partition('/run=*/')[2]}"
 
 
 def _quoted(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
+
+
+def _value(value) -> str:
+    """A variable's value as a DuckDB literal: a string, or a list of strings."""
+    return _quoted(value) if isinstance(value, str) else f"[{', '.join(map(_quoted, value))}]::VARCHAR[]"
 
 
 def connect(store_path, allow_external: bool = False):
@@ -94,15 +119,16 @@ def connect(store_path, allow_external: bool = False):
         con.register_filesystem(_fsspec(store_path))
     else:  # relative paths in the user's own queries (allow_external only: the lock checks a path as written)
         con.execute(f"SET file_search_path = {_quoted(store_path)}")
-    for name, glob in path_variables(store_path).items():
-        con.execute(f"SET VARIABLE {name} = {_quoted(glob)}")
+    variables = path_variables(store_path)
+    for name, value in variables.items():
+        con.execute(f"SET VARIABLE {name} = {_value(value)}")
     con.execute("CREATE TABLE coco_summary_layout (position INTEGER, metric VARCHAR, is_ap BOOLEAN, iou DOUBLE, "
                 "area VARCHAR, cap VARCHAR)")
     con.executemany("INSERT INTO coco_summary_layout VALUES (?, ?, ?, ?, ?, ?)",
                     [(i + 1, *row) for i, row in enumerate(SUMMARY_LAYOUT)])
     for path in view_files():
         text = path.read_text()
-        if _requirement_met(store_path, text):
+        if _requirement_met(variables, text):
             try:
                 con.execute(text)
             except duckdb.Error as exc:  # a damaged table: DuckDB's message names the file
@@ -173,22 +199,23 @@ def _query_nodes(tree) -> set:
 def query(store_path, sql: str, allow_external: bool = False) -> pl.DataFrame:
     """Run ``sql`` against the store's views and return the result: one read-only statement on a locked
     connection, or with ``allow_external`` anything DuckDB runs (several statements: the last one's result).
-    DuckDB's errors become one line."""
+    DuckDB's errors become one line. The store's read lock is held meanwhile (no writer changes it)."""
     import duckdb
 
-    con = connect(store_path, allow_external)
-    try:
-        statements = con.extract_statements(sql)
-        if not statements:
-            raise EvalEngineError("SQL: no statement given")
-        if not allow_external:
-            _check_read_only(con, sql, statements)
-        relation = con.sql(sql)
-        return pl.DataFrame() if relation is None else relation.pl()
-    except duckdb.Error as exc:
-        raise EvalEngineError(f"SQL error: {first_line(exc)}{_hint(exc, store_path)}") from exc
-    finally:
-        con.close()
+    with reading(store_path):
+        con = connect(store_path, allow_external)
+        try:
+            statements = con.extract_statements(sql)
+            if not statements:
+                raise EvalEngineError("SQL: no statement given")
+            if not allow_external:
+                _check_read_only(con, sql, statements)
+            relation = con.sql(sql)
+            return pl.DataFrame() if relation is None else relation.pl()
+        except duckdb.Error as exc:
+            raise EvalEngineError(f"SQL error: {first_line(exc)}{_hint(exc, store_path)}") from exc
+        finally:
+            con.close()
 
 
 def _hint(exc, store_path) -> str:
@@ -196,9 +223,9 @@ def _hint(exc, store_path) -> str:
 
     if isinstance(exc, duckdb.PermissionException):
         return f" (the SQL door reads the store only; {OPT_IN})"
-    store = location(store_path)
+    variables = path_variables(store_path)
     if isinstance(exc, duckdb.CatalogException) and not any(
-            _exists(store, f"{protocol.name}_protocols") for protocol in PROTOCOLS):
+            variables[f"{protocol.name}_protocols"] for protocol in PROTOCOLS):
         return " (the views over match tables — matches, ap, coco_summary, … — exist after `evalengine evaluate STORE`)"
     return ""
 
@@ -209,18 +236,20 @@ def image_ids(store_path, where: str) -> list:
     comments and ``;`` are refused; errors name the predicate."""
     import duckdb
 
-    con = connect(store_path)
-    try:
-        expression = _predicate(where)
-        images = con.view("images")
-        kind = str(images.project(expression).types[0])
-        if kind != "BOOLEAN":
-            raise EvalEngineError(f"where {where!r}: not a boolean expression ({kind})")
-        return images.filter(expression).project("image_id").order("image_id").pl().get_column("image_id").to_list()
-    except duckdb.Error as exc:
-        raise EvalEngineError(f"where {where!r}: SQL error: {first_line(exc)}") from exc
-    finally:
-        con.close()
+    with reading(store_path):
+        con = connect(store_path)
+        try:
+            expression = _predicate(where)
+            images = con.view("images")
+            kind = str(images.project(expression).types[0])
+            if kind != "BOOLEAN":
+                raise EvalEngineError(f"where {where!r}: not a boolean expression ({kind})")
+            return images.filter(expression).project("image_id").order("image_id").pl().get_column(
+                "image_id").to_list()
+        except duckdb.Error as exc:
+            raise EvalEngineError(f"where {where!r}: SQL error: {first_line(exc)}") from exc
+        finally:
+            con.close()
 
 
 def _predicate(where: str):

@@ -382,9 +382,13 @@ def test_temporary_match_tables_do_not_define_the_match_views(tmp_path):
 
 
 def test_view_globs_cannot_match_a_leading_dot(store):
-    for name, glob in sql_views.path_variables(store.path).items():
-        levels = glob.removeprefix(f"{store.path}/").split("/")
-        assert all(not level.startswith(("*", "?", ".")) for level in levels), (name, glob)
+    variables = sql_views.path_variables(store.path)
+    assert variables["dt"] == [f"{store.path}/dt/run=default/shard=*/[!.]*.parquet"]
+    assert variables["coco_dt"] == [f"{store.path}/matches/protocol=coco/run=default/dt/shard=*/[!.]*.parquet"]
+    for name, value in variables.items():
+        for glob in [value] if isinstance(value, str) else value:
+            levels = glob.removeprefix(f"{store.path}/").split("/")
+            assert all(not level.startswith(("*", "?", ".")) for level in levels), (name, glob)
 
 
 def test_a_damaged_table_is_one_line(tmp_path, store):

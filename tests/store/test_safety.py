@@ -135,7 +135,7 @@ def test_fsck_finds_and_repairs_what_interrupted_writes_left(store, capsys):
     root = store.path
     reference = store.evaluate().stats()
     planted = [root.parent / ".store.tmp-0123abcd", root / "dt" / ".run=x.old-89abcdef",
-               root / "matches" / "protocol=coco" / ".run=default.tmp-00000000",
+               root / "matches" / "protocol=coco" / ".run=default.tmp-00000000", root / "dt" / "run=lost",
                root / "matches" / "protocol=coco" / "run=gone"]
     for folder in planted:
         (folder / "shard=0").mkdir(parents=True)
@@ -150,10 +150,10 @@ def test_fsck_finds_and_repairs_what_interrupted_writes_left(store, capsys):
     assert set(findings["repair"]) == {"remove"}
     assert store.sql("SELECT count(*) AS n FROM dt")["n"].item() == 734  # readers never see them
     code, out, err = cli(capsys, "fsck", root)
-    assert code == 2 and err == f"evalengine: error: {root}: 6 problem(s) found; `evalengine fsck {root} --repair` " \
-                                "removes 6 of them\n"
+    assert code == 2 and err == f"evalengine: error: {root}: 7 problem(s) found; `evalengine fsck {root} --repair` " \
+                                "removes 7 of them\n"
     code, out, err = cli(capsys, "fsck", root, "--repair")
-    assert code == 0 and out.endswith(f"{root}: 6 problem(s) repaired\n")
+    assert code == 0 and out.endswith(f"{root}: 7 problem(s) repaired\n")
     assert check_store(root).is_empty()
     assert not any(path.exists() for path in [*planted, unfinished])
     assert evalengine.open(root).evaluate().stats() == reference
