@@ -10,6 +10,7 @@ from dask.callbacks import Callback
 from evalengine.errors import EvalEngineError, check_option
 
 SCHEDULERS = ("sync", "threads", "processes")
+CONNECT_TIMEOUT = "10s"  # to a dask.distributed scheduler (distributed's default: 30 s)
 
 
 def _local_scheduler(name: str):
@@ -48,7 +49,7 @@ def run_shard_tasks(task, shard_args, scheduler: str = "threads", address: str |
     if address is not None:
         from distributed import Client, as_completed
 
-        with Client(address) as client:
+        with Client(address, timeout=CONNECT_TIMEOUT) as client:  # an unreachable address fails in seconds
             futures = client.compute(delayed)
             for _ in as_completed(futures):
                 on_done()
