@@ -17,11 +17,11 @@ declaring its subcommands and calling the API only.
 ``evalengine --debug <command>`` (or ``EVALENGINE_DEBUG=1``) lets the exception through, with its traceback.
 """
 
-import _thread
 import argparse
 import atexit
 import errno
 import os
+import signal
 import sys
 import threading
 import warnings
@@ -148,15 +148,21 @@ def _silence_stdout() -> None:
 def run() -> None:
     """The ``evalengine`` command: :func:`main`, then :func:`end_process`."""
     sys.unraisablehook = _interrupt_again
-    end_process(main())
+    code = EXIT_INTERRUPTED
+    try:
+        code = main()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is done: a Ctrl-C now would only cut its exit short
+    except KeyboardInterrupt:  # in the instant between the two
+        pass
+    end_process(code)
 
 
 def _interrupt_again(unraisable) -> None:
     """A Ctrl-C that lands in a Python callback of C code (numba's LLVM object cache) is swallowed there and printed
-    as "Exception ignored …" while the command goes on: interrupt the main thread again once it is back in
-    Python code (from another thread, or the interruption would land in this hook)."""
+    as "Exception ignored …" while the command goes on: send the main thread SIGINT again once it is out of the
+    callback (from another thread, or the interruption would land in this hook)."""
     if issubclass(unraisable.exc_type, KeyboardInterrupt):
-        threading.Timer(0.01, _thread.interrupt_main).start()
+        threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
     else:
         sys.__unraisablehook__(unraisable)
 

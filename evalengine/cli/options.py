@@ -1,12 +1,13 @@
 """Declarations and readings shared by the commands: the COCO protocol's options, scheduling, progress, output."""
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
 
 from evalengine import api
-from evalengine.errors import EvalEngineError
+from evalengine.errors import EvalEngineError, first_line
 
 STORE_HELP = "a store folder, or an s3:// or gs:// URL (credentials from the environment)"
 
@@ -129,7 +130,21 @@ def protocol(args) -> api.CocoProtocol:
 
 
 def read_text(path) -> str:
+    """A text file the user gave (a query, parameters), or a located error."""
     try:
-        return Path(path).read_text()
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise EvalEngineError(f"{path}: cannot read ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise EvalEngineError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
+def read_json_object(path) -> dict:
+    """A JSON object the user gave in a file, or a located error."""
+    try:
+        value = json.loads(read_text(path))
+    except ValueError as exc:
+        raise EvalEngineError(f"{path}: not valid JSON ({first_line(exc)})") from None
+    if not isinstance(value, dict):
+        raise EvalEngineError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value

@@ -86,7 +86,7 @@ def _cmd_repeatability(args) -> str:
 def _cmd_baseline(args) -> str:
     params = None
     if args.params:
-        params = json.loads(options.read_text(args.params))
+        params = options.read_json_object(args.params)
         params = params.get(f"{args.kind}_params", params)  # the toolbox's file holds both baselines
     if args.store or not args.out:  # the ground truth is read (and a bad one reported) before anything else
         params = api.baseline_params(args.gt, args.kind, params)
