@@ -76,17 +76,17 @@ def main(argv=None) -> int:
     except SystemExit as exc:  # argparse printed the help or its one-line error
         return exc.code if isinstance(exc.code, int) else 0
     except BaseException as exc:  # noqa: BLE001 - the boundary: every exception ends as one line
-        return _failed(exc, args, getattr(args, "command", "evalengine"))
+        return _report(exc, args, getattr(args, "command", "evalengine"))
     try:
         print(text)
         sys.stdout.flush()  # a full disk or a reader that went away shows here, not in the flush at exit
     except BaseException as exc:  # noqa: BLE001
         _silence_stdout()
-        return EXIT_BROKEN_PIPE if isinstance(exc, BrokenPipeError) else _failed(exc, args, "stdout")
+        return EXIT_BROKEN_PIPE if isinstance(exc, BrokenPipeError) else _report(exc, args, "stdout")
     return 0
 
 
-def _failed(exc: BaseException, args, where: str) -> int:
+def _report(exc: BaseException, args, where: str) -> int:
     """Print the one line of ``exc`` and return the exit status; with ``--debug``, raise it."""
     if getattr(args, "debug", False) or os.environ.get("EVALENGINE_DEBUG", "0") not in ("", "0"):
         raise exc

@@ -130,9 +130,9 @@ def protocol(args) -> api.CocoProtocol:
 
 
 def read_text(path) -> str:
-    """A text file the user gave (a query, parameters), or a located error."""
+    """A text file the user gave (a query, parameters): UTF-8, a byte-order mark skipped; or a located error."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise EvalEngineError(f"{path}: cannot read ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:

@@ -133,7 +133,7 @@ def _check_shard_count(layout: StoreLayout) -> None:
         raise damaged(shard_file(folder, missing[0]), layout.root, f"missing (the manifest says {n_shards} shards)")
     extra = sorted(found - {f"shard={k}" for k in range(n_shards)})
     if extra:
-        raise damaged(folder / extra[0], layout.root, f"a shard beyond the manifest's {n_shards}")
+        raise damaged(folder / extra[0], layout.root, f"a shard beyond the manifest's n_shards ({n_shards})")
 
 
 def open_layout(path) -> StoreLayout:

@@ -124,7 +124,7 @@ def test_manifest_says_more_shards_than_the_folders_hold(store):
 def test_manifest_says_fewer_shards_than_the_folders_hold(store):
     """Shards beyond the manifest's count would be left out of matching but read by the views: named."""
     _write_manifest(store, dict(_manifest(store), n_shards=3))
-    assert ": a shard beyond the manifest's 3 —" in _damage_error(_open(store), store / "gt" / "shard=3", store)
+    assert ": a shard beyond the manifest's n_shards (3) —" in _damage_error(_open(store), store / "gt" / "shard=3", store)
 
 
 def test_missing_ground_truth_shard_file(store):
