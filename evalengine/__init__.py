@@ -6,10 +6,15 @@ as Polars frames (``evaluation.summary()``, ``.per_class()``, ``.ap_table()``, `
 
 __version__ = "0.1.0"
 
-from evalengine.api import (  # noqa: E402
-    CocoProtocol, Evaluation, ProposalEvaluation, ProposalOrder, ProposalProtocol, Store, evaluate_coco, ingest_coco,
-    ingest_gt, ingest_proposals, open,
-)
-
 __all__ = ["CocoProtocol", "Evaluation", "ProposalEvaluation", "ProposalOrder", "ProposalProtocol", "Store",
            "evaluate_coco", "ingest_coco", "ingest_gt", "ingest_proposals", "open", "__version__"]
+
+
+def __getattr__(name: str):
+    """The API's names, imported on first use (PEP 562): the command imports the libraries inside its error
+    boundary, so that a Ctrl-C while they load ends it with one line too."""
+    if name in __all__:
+        from evalengine import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'evalengine' has no attribute {name!r}")

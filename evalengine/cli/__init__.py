@@ -1,25 +1,64 @@
 """The ``evalengine`` command: one module per command family (``coco``, ``proposals``, ``query``, ``demo``), each
-declaring its subcommands and calling the API only."""
+declaring its subcommands and calling the API only.
+
+:func:`main` is the command's one error boundary: whatever goes wrong ends it with one line on stderr.
+
+- ``evalengine: error: <where>: <what>``, exit status 2: what the user can act on. Bad input and options
+  (:class:`~evalengine.errors.EvalEngineError`, argparse), the file system (``OSError``: the path and the system's
+  reason: no space left, permission denied, …), memory, and the errors of the libraries that read and write the
+  files (Polars, pyarrow, DuckDB, numba, JSON, text decoding: their first line). ``<where>`` is the file when the
+  error names one, else the subcommand.
+- ``evalengine: interrupted``, exit status 130 (128 + SIGINT): Ctrl-C.
+- nothing, exit status 141 (128 + SIGPIPE, what a shell reports for a tool its reader left): stdout's reader
+  went away (``evalengine sql … | head``).
+- ``evalengine: internal error: <type>: <first line> (…)``, exit status 70 (``EX_SOFTWARE`` of sysexits.h): any
+  other exception, which is a bug of evalengine.
+
+``evalengine --debug <command>`` (or ``EVALENGINE_DEBUG=1``) lets the exception through, with its traceback.
+"""
 
 import argparse
 import atexit
+import errno
 import os
+import signal
 import sys
+import threading
 import warnings
 
-from evalengine.cli import coco, demo, fsck, proposals, query
-from evalengine.errors import EvalEngineError
+from evalengine.errors import EvalEngineError, first_line
 
-# the subcommands, in the order the help lists them
-SUBCOMMANDS = (coco.add_coco, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare, query.add_plot,
-               coco.add_report, query.add_sql, proposals.add_proposals, proposals.add_add_proposals,
-               proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck, demo.add_demo)
+EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 70, 130, 141
+# libraries whose errors are about the data they read or write, by top-level module (not imported here: DuckDB
+# and numba load only for the commands that use them)
+LIBRARIES = ("polars", "pyarrow", "duckdb", "_duckdb", "numba", "json")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``evalengine: error: <subcommand>: <message>; see evalengine <subcommand>
+    --help`` (exit status 2), instead of the usage text and the message."""
+
+    def error(self, message):
+        command = self.prog.removeprefix("evalengine").strip()
+        self.exit(EXIT_ERROR, f"evalengine: error: {command + ': ' if command else ''}{message}; "
+                              f"see {self.prog} --help\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalengine", description="The ``evalengine`` command.")
+    """The command's parser; it imports the commands, hence the libraries (inside :func:`main`'s boundary: a Ctrl-C
+    while they load is an interruption too)."""
+    from evalengine.cli import coco, demo, fsck, proposals, query
+
+    # the subcommands, in the order the help lists them
+    subcommands = (coco.add_coco, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare,
+                   query.add_plot, coco.add_report, query.add_sql, proposals.add_proposals,
+                   proposals.add_add_proposals, proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck,
+                   demo.add_demo)
+    parser = Parser(prog="evalengine", description="The ``evalengine`` command.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (also EVALENGINE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in SUBCOMMANDS:
+    for add in subcommands:
         add(sub)
     return parser
 
@@ -29,27 +68,113 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    warnings.showwarning = _one_line_warning
+    """Run the command of ``argv``; return its exit status (see the module's docstring)."""
+    args = None
     try:
-        print(args.func(args))
-    except EvalEngineError as exc:
-        print(f"evalengine: error: {exc}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        warnings.showwarning = _one_line_warning
+        text = args.func(args)
+    except SystemExit as exc:  # argparse printed the help or its one-line error
+        return exc.code if isinstance(exc.code, int) else 0
+    except BaseException as exc:  # noqa: BLE001 - the boundary: every exception ends as one line
+        return _report(exc, args, getattr(args, "command", "evalengine"))
+    try:
+        print(text)
+        sys.stdout.flush()  # a full disk or a reader that went away shows here, not in the flush at exit
+    except BaseException as exc:  # noqa: BLE001
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE if isinstance(exc, BrokenPipeError) else _report(exc, args, "stdout")
     return 0
+
+
+def _report(exc: BaseException, args, where: str) -> int:
+    """Print the one line of ``exc`` and return the exit status; with ``--debug``, raise it."""
+    if getattr(args, "debug", False) or os.environ.get("EVALENGINE_DEBUG", "0") not in ("", "0"):
+        raise exc
+    code, line = failure(exc, args, where)
+    print(line, file=sys.stderr)
+    return code
+
+
+def failure(exc: BaseException, args, where: str) -> tuple:
+    """``(exit status, line)`` of an exception that ended the command of ``args`` (None before they were read) in
+    ``where`` (the subcommand, or ``stdout`` when its output could not be written)."""
+    if _interrupted(exc):
+        return EXIT_INTERRUPTED, "evalengine: interrupted"
+    if isinstance(exc, EvalEngineError):
+        return EXIT_ERROR, f"evalengine: error: {first_line(exc)}"
+    if isinstance(exc, MemoryError):
+        hint = " or ".join(f"{way} {option}" for way, option in (("more", "--shards"), ("fewer", "--workers"))
+                           if hasattr(args, option[2:]))
+        return EXIT_ERROR, f"evalengine: error: {where}: out of memory" + (f"; try {hint}" if hint else "")
+    if isinstance(exc, OSError):
+        return EXIT_ERROR, f"evalengine: error: {_os_error(exc, where)}"
+    if isinstance(exc, UnicodeError) or type(exc).__module__.split(".")[0] in LIBRARIES:
+        return EXIT_ERROR, f"evalengine: error: {where}: {first_line(exc)}"
+    return EXIT_INTERNAL, (f"evalengine: internal error: {type(exc).__name__}: {first_line(exc)} (run with "
+                           "evalengine --debug for the traceback; please report it)")
+
+
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether a Ctrl-C caused ``exc``: a KeyboardInterrupt, or an error raised from one (a numba function
+    interrupted in its C code is a SystemError caused by it; a cleanup failing after one has it as context)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _os_error(exc: OSError, where: str) -> str:
+    """``<path>: <reason>`` of a failed file operation (the system's reason: no space left on device, permission
+    denied, …); the library's first line when it names no path."""
+    if exc.filename is None:
+        return f"{where}: {first_line(exc)}"
+    path = f"{exc.filename} -> {exc.filename2}" if exc.filename2 is not None else str(exc.filename)
+    if exc.errno == errno.EEXIST and os.path.isfile(exc.filename):  # mkdir of a folder below a regular file
+        return f"{path}: is a file, where a folder is needed"
+    return f"{path}: {(exc.strerror or first_line(exc)).lower()}"
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the flush at exit finds no closed pipe to complain about."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no file (a test's capture): nothing will flush to a pipe
+        pass
 
 
 def run() -> None:
     """The ``evalengine`` command: :func:`main`, then :func:`end_process`."""
-    end_process(main())
+    sys.unraisablehook = _interrupt_again
+    code = EXIT_INTERRUPTED
+    try:
+        code = main()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is done: a Ctrl-C now would only cut its exit short
+    except KeyboardInterrupt:  # in the instant between the two
+        pass
+    end_process(code)
+
+
+def _interrupt_again(unraisable) -> None:
+    """A Ctrl-C that lands in a Python callback of C code (numba's LLVM object cache) is swallowed there and printed
+    as "Exception ignored …" while the command goes on: send the main thread SIGINT again once it is out of the
+    callback (from another thread, or the interruption would land in this hook)."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+    else:
+        sys.__unraisablehook__(unraisable)
 
 
 def end_process(code: int) -> None:
     """End the process without tearing the interpreter down module by module (numba's and Polars' teardown took
     ~0.6 s of every command); exit handlers run and output is flushed first, every file is already closed."""
     atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # a reader gone or a full disk: already reported, nothing more can be said
+            pass
     os._exit(code)
-
-

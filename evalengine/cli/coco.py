@@ -56,7 +56,8 @@ def add_coco(sub) -> None:
                       help="detections: COCO result JSON, JSON Lines or Parquet (image_id, category_id, score, "
                            "bbox or x, y, w, h)")
     coco.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
-    coco.add_argument("--shards", type=int, default=None, help="image shards (default: ~100k detections each)")
+    coco.add_argument("--shards", type=options.positive_int, default=None,
+                      help="image shards (default: ~100k detections each)")
     options.protocol_args(coco)
     coco.set_defaults(func=_cmd_coco)
 
@@ -68,7 +69,7 @@ def add_ingest(sub) -> None:
     ingest_coco.add_argument("--gt", required=True)
     ingest_coco.add_argument("--dt", required=True)
     ingest_coco.add_argument("--store", required=True, help=STORE_HELP)
-    ingest_coco.add_argument("--shards", type=int, default=None)
+    ingest_coco.add_argument("--shards", type=options.positive_int, default=None)
     ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
     ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ingest_coco.add_argument("--image-metadata", default=None, metavar="FILE",

@@ -1,11 +1,13 @@
 """Declarations and readings shared by the commands: the COCO protocol's options, scheduling, progress, output."""
 
 import argparse
+import json
+import math
 import sys
 from pathlib import Path
 
 from evalengine import api
-from evalengine.errors import EvalEngineError
+from evalengine.errors import EvalEngineError, first_line
 
 STORE_HELP = "a store folder, or an s3:// or gs:// URL (credentials from the environment)"
 
@@ -22,9 +24,9 @@ def protocol_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iou-type", choices=api.IOU_TYPES, default="bbox", help="what is matched (bbox)")
     parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,
                         help="0 pools all categories into one (class-agnostic, pycocotools useCats=0)")
-    parser.add_argument("--max-dets", type=int, nargs="+", default=list(api.COCO_MAX_DETS), metavar="N",
+    parser.add_argument("--max-dets", type=positive_int, nargs="+", default=list(api.COCO_MAX_DETS), metavar="N",
                         help="detection caps per image and category (default: 1 10 100)")
-    parser.add_argument("--iou-thresholds", type=float, nargs="+", default=None, metavar="T",
+    parser.add_argument("--iou-thresholds", type=iou, nargs="+", default=None, metavar="T",
                         help="IoU thresholds (default: pycocotools' linspace(.5, .95, 10))")
     parser.add_argument("--area-ranges", nargs="+", default=None, metavar="LABEL:LO:HI", type=_area_range,
                         help="area ranges, bounds inclusive (default: all:0:1e10 small:0:1024 medium:1024:9216 "
@@ -38,7 +40,7 @@ def protocol_args(parser: argparse.ArgumentParser) -> None:
 
 def schedule_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", choices=api.SCHEDULERS, default="threads", help="Dask scheduler for matching")
-    parser.add_argument("--workers", type=int, default=None,
+    parser.add_argument("--workers", type=positive_int, default=None,
                         help="threads or processes of the local scheduler (default: one per core)")
     parser.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
 
@@ -66,9 +68,54 @@ def profiled(args, timed: api.Phases, text: str) -> str:
 def _area_range(text: str) -> tuple:
     try:
         label, lo, hi = text.split(":")
-        return label, float(lo), float(hi)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected LABEL:LO:HI (e.g. small:0:1024), got {text!r}") from None
+    return label, number(lo), number(hi)
+
+
+def at_least(minimum: int):
+    """The type of an integer option that must be ``>= minimum`` (a count of shards, workers, detections, …)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
+positive_int, non_negative_int = at_least(1), at_least(0)
+
+
+def number(text: str) -> float:
+    """A float that is a number (``nan`` is not; ``inf`` is, e.g. an open upper area bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    return value
+
+
+def iou(text: str) -> float:
+    """An IoU threshold: a number in [0, 1]."""
+    value = number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"an IoU threshold is between 0 and 1, got {text}")
+    return value
+
+
+def output_file(text: str) -> str:
+    """A file the command writes: in an existing folder, and not itself a folder (checked before the work)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a folder, where a file is needed")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no folder {str(path.parent)!r} to write it in")
+    return text
 
 
 def protocol(args) -> api.CocoProtocol:
@@ -83,9 +130,21 @@ def protocol(args) -> api.CocoProtocol:
 
 
 def read_text(path) -> str:
+    """A text file the user gave (a query, parameters): UTF-8, a byte-order mark skipped; or a located error."""
     try:
-        return Path(path).read_text()
+        return Path(path).read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise EvalEngineError(f"{path}: cannot read ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:
-        raise EvalEngineError(f"{path}: not UTF-8 text (byte {exc.start + 1})") from exc
+        raise EvalEngineError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+
+
+def read_json_object(path) -> dict:
+    """A JSON object the user gave in a file, or a located error."""
+    try:
+        value = json.loads(read_text(path))
+    except ValueError as exc:
+        raise EvalEngineError(f"{path}: not valid JSON ({first_line(exc)})") from None
+    if not isinstance(value, dict):
+        raise EvalEngineError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value

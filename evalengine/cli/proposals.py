@@ -58,8 +58,8 @@ def _cmd_proposals(args) -> str:
 def _perturbation(text: str) -> tuple:
     kind, _, level = text.partition(":")
     try:
-        return kind, float(level) if level else None
-    except ValueError:
+        return kind, options.number(level) if level else None
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected KIND[:LEVEL] (e.g. scale:1.1, rotate:5, flip), got {text!r}") from None
 
 
@@ -86,7 +86,7 @@ def _cmd_repeatability(args) -> str:
 def _cmd_baseline(args) -> str:
     params = None
     if args.params:
-        params = json.loads(options.read_text(args.params))
+        params = options.read_json_object(args.params)
         params = params.get(f"{args.kind}_params", params)  # the toolbox's file holds both baselines
     if args.store or not args.out:  # the ground truth is read (and a bad one reported) before anything else
         params = api.baseline_params(args.gt, args.kind, params)
@@ -111,9 +111,10 @@ def add_proposals(sub) -> None:
     proposals.add_argument("--protocol", choices=["hosang", "best-overlap", "coco"], default="hosang",
                            help="hosang: greedy one-to-one matching per budget; best-overlap: best IoU of each "
                                 "ground truth (ABO); coco: pycocotools with useCats=0 and maxDets = the budgets")
-    proposals.add_argument("--budgets", type=int, nargs="+", default=list(api.HOSANG_BUDGETS), metavar="N",
+    proposals.add_argument("--budgets", type=options.positive_int, nargs="+", default=list(api.HOSANG_BUDGETS),
+                           metavar="N",
                            help="proposals per image (default: round(10^(0:0.5:4)))")
-    proposals.add_argument("--iou", type=float, nargs="+", default=[0.5, 0.7], metavar="T",
+    proposals.add_argument("--iou", type=options.iou, nargs="+", default=[0.5, 0.7], metavar="T",
                            help="IoU thresholds of the recall-vs-budget tables (default: 0.5 0.7)")
     proposals.add_argument("--aggregation", choices=["instances", "images"], default="instances",
                            help="pool all annotations (Hosang et al.) or average per-image recall (Wang et al.)")
@@ -134,7 +135,7 @@ def add_proposals(sub) -> None:
     proposals.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
     proposals.add_argument("--run", default=api.DEFAULT_PROPOSAL_RUN, help="name of the proposal run")
     proposals.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    proposals.add_argument("--shards", type=int, default=None)
+    proposals.add_argument("--shards", type=options.positive_int, default=None)
     options.schedule_args(proposals)
     proposals.add_argument("--json", action="store_true", help="print one JSON object")
     options.run_args(proposals)
@@ -166,7 +167,8 @@ def add_repeatability(sub) -> None:
         sub, "repeatability", "repeatability of proposals under image perturbations (Hosang §3)", _cmd_repeatability)
     repeat.add_argument("--runs", nargs="+", required=True, help="perturbed proposal runs")
     repeat.add_argument("--reference", default=api.DEFAULT_PROPOSAL_RUN)
-    repeat.add_argument("--top-n", type=int, default=1000, help="proposals per image on each side (default 1000)")
+    repeat.add_argument("--top-n", type=options.positive_int, default=1000,
+                        help="proposals per image on each side (default 1000)")
     repeat.add_argument("--method", choices=["exact", "trapezoid"], default="exact",
                         help="area under recall-vs-IoU per size bin: exact (mean IoU) or the toolbox's trapezoid")
     repeat.add_argument("--empty-bins", choices=["skip", "zero"], default="skip",
@@ -181,12 +183,14 @@ def add_baseline(sub) -> None:
     baseline = sub.add_parser("baseline", help="generate Uniform, Gaussian or SlidingWindow proposals (Hosang et al.)")
     baseline.add_argument("--gt", required=True, help="COCO ground truth: the images to cover and the boxes to fit")
     baseline.add_argument("--kind", choices=["uniform", "gaussian", "sliding-window"], required=True)
-    baseline.add_argument("--per-image", type=int, default=1000, help="proposals per image (default 1000)")
+    baseline.add_argument("--per-image", type=options.positive_int, default=1000,
+                          help="proposals per image (default 1000)")
     baseline.add_argument("--params", default=None,
                           help="JSON of fitted parameters (ours or the toolbox's uniform_params/gaussian_params); "
                                "default: fitted on --gt")
-    baseline.add_argument("--seed", type=int, default=0)
-    baseline.add_argument("--out", default=None, help="Parquet file of proposals (image_id, x1, y1, x2, y2)")
+    baseline.add_argument("--seed", type=options.non_negative_int, default=0)
+    baseline.add_argument("--out", type=options.output_file, default=None,
+                          help="Parquet file of proposals (image_id, x1, y1, x2, y2)")
     baseline.add_argument("--store", default=None, help="or add the baseline as a proposal run of this store")
     baseline.add_argument("--run", default=None, help="name of that run (default: the kind)")
     baseline.add_argument("--overwrite", action="store_true")

@@ -3,12 +3,10 @@ Dask task per image shard, and writes its match table atomically, ``protocol.jso
 
 import json
 
-import polars as pl
-
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.runner import run_shard_tasks
 from evalengine.store.commit import atomic_folder
-from evalengine.store.layout import open_layout
+from evalengine.store.layout import open_layout, read_stored
 from evalengine.store.location import location
 from evalengine.store.lock import writing
 from evalengine.store.paths import PROTOCOL_FILE, shard_file
@@ -16,10 +14,10 @@ from evalengine.store.paths import PROTOCOL_FILE, shard_file
 MATCH_ROW_GROUP = 16_384
 
 
-def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int) -> int:
-    """One shard task: read the shard's tables, match them, write one file per side."""
+def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int, store: str) -> int:
+    """One shard task: read the shard's tables (of ``store``), match them, write one file per side."""
     keep_freed_memory()
-    sides = protocol.match_shard({name: pl.read_parquet(path) for name, path in inputs.items()}, context)
+    sides = protocol.match_shard({name: read_stored(path, store) for name, path in inputs.items()}, context)
     for side, frame in sides.items():
         path = shard_file(location(out_dir) / side, shard)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -50,7 +48,7 @@ def match(layout, run: str, protocol, scheduler: str = "threads", address: str |
         if matched(target, protocol):  # matched by another process while this one waited
             return target
         with atomic_folder(target, overwrite=True) as tmp:
-            run_shard_tasks(_match_shard, [(protocol, shard_inputs, context, str(tmp), k)
+            run_shard_tasks(_match_shard, [(protocol, shard_inputs, context, str(tmp), k, str(layout.root))
                                            for k, shard_inputs in enumerate(inputs)],
                             scheduler=scheduler, address=address, on_done=on_shard_done, workers=workers)
             # last: on an object store it commits the table

@@ -1,6 +1,7 @@
 """Writing and reading sharded tables: one Parquet file per image shard (``folder/shard=k/part-0.parquet``)."""
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, nullcontext
 
@@ -45,6 +46,8 @@ class ShardWriter:
         self.writers = {}
         self.rows = 0
         self._pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1)
+        self._writing = threading.Condition()  # guards the two below
+        self._in_flight, self._stopped = 0, False
 
     def _open(self, k: int):
         (self.folder / f"shard={k}").mkdir(parents=True, exist_ok=True)
@@ -62,17 +65,36 @@ class ShardWriter:
                 # dictionary encoding costs twice the write time on box and score columns and rarely pays
                 self.writers[k] = pq.ParquetWriter(self._open(k), self.arrow_schema, use_dictionary=False)
         # pyarrow releases the GIL while encoding: shards are written on all cores
-        list(self._pool.map(lambda k: self.writers[k].write_table(table.slice(bounds[k], bounds[k + 1] - bounds[k])),
+        list(self._pool.map(lambda k: self._write_slice(k, table.slice(bounds[k], bounds[k + 1] - bounds[k])),
                             nonempty))
         self.rows += frame.height
+
+    def _write_slice(self, k: int, table) -> None:
+        """One shard's part of a frame, on a pool thread, unless the write was stopped."""
+        with self._writing:
+            if self._stopped:
+                return
+            self._in_flight += 1
+        try:
+            self.writers[k].write_table(table)
+        finally:
+            with self._writing:
+                self._in_flight -= 1
+                self._writing.notify_all()
 
     def __enter__(self) -> "ShardWriter":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        """On an error, stop the write threads and close the open files (the caller's temporary folder goes)."""
+        """On an error, stop the writes and close the open files (the caller's temporary folder goes). The writes
+        under way are waited for by count, not by joining the pool's threads: a Ctrl-C while the pool starts a thread
+        leaves that thread running but unknown to ``shutdown`` (CPython 3.11), and a file closed under a running
+        write crashes pyarrow."""
         if exc_type is not None:
-            self._pool.shutdown(wait=True)
+            with self._writing:
+                self._stopped = True
+                self._writing.wait_for(lambda: self._in_flight == 0)
+            self._pool.shutdown(wait=False, cancel_futures=True)
             for writer in self.writers.values():
                 try:
                     writer.close()
