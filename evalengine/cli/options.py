@@ -136,7 +136,7 @@ def read_text(path) -> str:
     except OSError as exc:
         raise EvalEngineError(f"{path}: cannot read ({exc.strerror})") from exc
     except UnicodeDecodeError as exc:
-        raise EvalEngineError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        raise EvalEngineError(f"{path}: not UTF-8 text (byte {exc.start + 1}: {exc.reason})") from None
 
 
 def read_json_object(path) -> dict:

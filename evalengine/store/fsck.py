@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from evalengine.errors import StoreError, first_line
 from evalengine.store.commit import replace_file
-from evalengine.store.layout import open_layout
+from evalengine.store.layout import read_layout
 from evalengine.store.location import is_remote, location, remove_tree
 from evalengine.store.lock import temporaries, writing
 from evalengine.store.paths import DT, MANIFEST, PROPOSALS, PROTOCOL_FILE, TABLES, shard_file
@@ -39,7 +39,7 @@ def fsck(path, repair: bool = False) -> list:
         findings = [Finding(str(entry), "left by an interrupted write", REMOVE)
                     for entry in ([] if is_remote(root) else temporaries(root))]
         try:
-            layout = open_layout(root)
+            layout = read_layout(root)
         except StoreError as exc:
             return findings + [Finding(str(root / MANIFEST), str(exc), "re-ingest the store")]
         findings += _tables(layout) + _runs(layout) + _match_tables(layout)

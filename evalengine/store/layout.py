@@ -136,12 +136,17 @@ def _check_shard_count(layout: StoreLayout) -> None:
         raise damaged(folder / extra[0], layout.root, f"a shard beyond the manifest's n_shards ({n_shards})")
 
 
-def open_layout(path) -> StoreLayout:
-    """Open an existing store, checking its manifest and that its ground truth has as many shards as it says."""
+def read_layout(path) -> StoreLayout:
+    """An existing store as its manifest (checked) describes it, whatever its tables hold (see fsck)."""
     path = location(path)
     manifest_path = StorePaths(path).manifest
     if not manifest_path.is_file():
         raise StoreError(f"{path}: not an evalengine store (no {manifest_path.name})")
-    layout = StoreLayout(root=path, manifest=_read_manifest(path, manifest_path))
+    return StoreLayout(root=path, manifest=_read_manifest(path, manifest_path))
+
+
+def open_layout(path) -> StoreLayout:
+    """Open an existing store, checking its manifest and that its ground truth has as many shards as it says."""
+    layout = read_layout(path)
     _check_shard_count(layout)
     return layout

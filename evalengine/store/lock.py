@@ -21,7 +21,7 @@ import warnings
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from evalengine.errors import StoreError, StoreWarning
+from evalengine.errors import StoreWarning
 from evalengine.store.commit import is_temporary
 from evalengine.store.location import is_remote, location, remove_tree
 
@@ -101,12 +101,14 @@ def _flock(root, exclusive: bool, optional: bool = False):
     warned = False
     while True:
         try:
+            if not optional:  # a new store's folder may be several levels deep
+                path.parent.mkdir(parents=True, exist_ok=True)
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
+        except OSError:
             if optional:  # a read-only location: nobody can be writing there through us
                 yield
                 return
-            raise StoreError(f"{path}: cannot create the store's lock ({exc.strerror})") from exc
+            raise
         try:
             fcntl.flock(descriptor, mode | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -150,7 +150,7 @@ def test_binary_query_file(capsys, tmp_path, gen5k):
     query = tmp_path / "query.sql"
     query.write_bytes(b"SELECT 1 \xff\xfe")
     code, out, err = run(capsys, "sql", gen5k.store, "--file", str(query))
-    assert (code, out, err) == (2, "", [f"{ERROR}{query}: not UTF-8 text (byte 9: invalid start byte)"])
+    assert (code, out, err) == (2, "", [f"{ERROR}{query}: not UTF-8 text (byte 10: invalid start byte)"])
 
 
 def test_query_file_with_a_byte_order_mark(capsys, tmp_path, gen5k):
@@ -413,7 +413,8 @@ def test_unreachable_scheduler_address(capsys, gen5k, monkeypatch):
     monkeypatch.setattr(runner, "CONNECT_TIMEOUT", "1s")
     started = time.monotonic()
     code, out, err = run(capsys, "evaluate", gen5k.store, "--address", "tcp://127.0.0.1:1")
-    assert (code, out, err) == (2, "", [f"{ERROR}evaluate: Timed out trying to connect to tcp://127.0.0.1:1 after 1 s"])
+    assert (code, out, err) == (2, "", [f"{ERROR}tcp://127.0.0.1:1: cannot reach the Dask scheduler (Timed out trying "
+                                        "to connect to tcp://127.0.0.1:1 after 1 s)"])
     assert time.monotonic() - started < 30
 
 

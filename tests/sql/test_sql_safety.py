@@ -182,7 +182,7 @@ def test_a_binary_query_file_is_one_line(tmp_path, store, capsys):
     binary = tmp_path / "query.sql"
     binary.write_bytes(b"SELECT 1 \xff\xfe\x00")
     assert main(["sql", str(store.path), "--file", str(binary)]) == 2
-    assert capsys.readouterr().err == f"evalengine: error: {binary}: not UTF-8 text (byte 10)\n"
+    assert capsys.readouterr().err == f"evalengine: error: {binary}: not UTF-8 text (byte 10: invalid start byte)\n"
 
 
 def test_allow_external_opens_it_all(folder, store, tmp_path, capsys):
