@@ -49,22 +49,23 @@ def run(tool: str, gt: Path, dt: Path, max_rss: float) -> dict:
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(HERE / "run_tool.py"), tool, str(gt), str(dt)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    killed = threading.Event()
+    killed, reaped = threading.Event(), threading.Event()
 
-    def watch():
-        while proc.poll() is None:
+    def watch():  # never polls the child: that would reap it before wait4 reads its resource usage
+        while not reaped.wait(0.2):
             if _rss_bytes(proc.pid) > max_rss:
                 killed.set()
                 proc.kill()
-            time.sleep(0.2)
 
     threading.Thread(target=watch, daemon=True).start()
     out, err = proc.stdout.read(), proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
+    reaped.set()
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - started
     if killed.is_set():
         return {"tool": tool, "error": f"stopped: RSS above {max_rss / 2**30:.0f} GiB"}
-    if os.waitstatus_to_exitcode(status):
+    if proc.returncode:
         text = err.decode().strip()
         return {"tool": tool, "error": text.splitlines()[-1] if text else f"exit status {status}"}
     result = json.loads(out.decode().strip().splitlines()[-1])
