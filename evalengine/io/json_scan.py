@@ -5,18 +5,28 @@ A numba scanner walks the bytes block by block, tracking nesting depth and strin
 - ``json_list_chunks`` splits a top-level list (a COCO result file) into chunks of whole objects,
   each parsed on its own, so that a result file of any size needs memory for one chunk only (its scanner
   looks up each byte's class in a table and records only where the block's last whole object ends);
+- ``jsonl_chunks`` splits a JSON Lines file at line ends;
 - ``top_level_values`` finds the text of each value of a top-level object (``images``,
-  ``annotations``, …), so that each list is parsed with a schema of its own.
+  ``annotations``, …), so that each list is parsed with a schema of its own;
+- ``repeated_key`` finds a key given twice in one object (Polars' reader keeps the first value, Python's json —
+  pycocotools' reader — the last), and ``compact`` drops the whitespace between tokens, so that a pretty-printed
+  list is read as JSON Lines too.
+
+The structure around the values is checked here (a BOM, a missing ']' or '}', text after the end); every error is
+located by line and column (:mod:`evalengine.io.json_text`).
 """
 
+import json
 import os
+import warnings
 from pathlib import Path
 from typing import Iterator
 
 import numba
 import numpy as np
 
-from evalengine.errors import InputError
+from evalengine.errors import InputError, InputWarning
+from evalengine.io.json_text import Piece, line_column, parse_values
 
 CHUNK_BYTES = 64 * 2**20
 
@@ -29,6 +39,10 @@ _BYTE_CLASS[[ord('"'), ord("\\"), ord("{"), ord("["), ord("}"), ord("]")]] = [
     _QUOTE, _BACKSLASH, _OPENS, _OPENS, _OBJECT_CLOSES, _LIST_CLOSES]
 _STRUCTURE_CLASS = _BYTE_CLASS.copy()  # and the separators, for the events at depth 1
 _STRUCTURE_CLASS[[ord(":"), ord(",")]] = [_COLON, _COMMA]
+_SPACE = 8
+_COMPACT_CLASS = _BYTE_CLASS.copy()  # and the whitespace, which :func:`compact` drops outside strings
+_COMPACT_CLASS[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = _SPACE
+_MAX_KEYS = 64  # keys per object compared by :func:`repeated_key`; an object with more is read by Python's json
 
 
 # what one structural byte did
@@ -105,23 +119,98 @@ def _last_element_end(block, state, byte_class) -> int:
     return int(last[0, 0]) if last.shape[0] else -1
 
 
+@numba.njit(cache=True, nogil=True)
+def _repeated_key(text, byte_class) -> int:
+    """Position of the first string at depth 1 of a sequence of JSON objects that equals an earlier one of its object
+    — a key given twice, or a string value equal to a key (a false alarm: the reader that follows is exact) — or
+    -1. An object with more than :data:`_MAX_KEYS` strings counts as repeating."""
+    depth, in_string, escaped = 0, 0, 0
+    starts, lengths = np.empty(_MAX_KEYS, np.int64), np.empty(_MAX_KEYS, np.int64)
+    n, start = 0, 0
+    for i in range(text.shape[0]):
+        cls = byte_class[text[i]]
+        if cls == 0:
+            escaped = 0
+            continue
+        depth, in_string, escaped, did = _step(cls, depth, in_string, escaped)
+        if depth != 1:
+            continue
+        if did == _NESTS:
+            n = 0
+        elif did == _STRING_OPENS:
+            start = i + 1
+        elif did == _STRING_CLOSES:
+            length = i - start
+            for k in range(n):
+                if lengths[k] == length and (text[starts[k]:starts[k] + length] == text[start:i]).all():
+                    return start - 1
+            if n == _MAX_KEYS:
+                return start - 1
+            starts[n], lengths[n] = start, length
+            n += 1
+    return -1
+
+
+def repeated_key(text: bytes) -> int:
+    """Where a sequence of JSON objects (a chunk of a list, without its brackets, or of JSON Lines) may repeat a key
+    in one object, or -1 (see :func:`_repeated_key`)."""
+    return int(_repeated_key(np.frombuffer(text, np.uint8), _BYTE_CLASS))
+
+
+@numba.njit(cache=True, nogil=True)
+def _compact(text, byte_class):
+    depth, in_string, escaped = 0, 0, 0
+    out = np.empty_like(text)
+    n = 0
+    for i in range(text.shape[0]):
+        cls = byte_class[text[i]]
+        if cls == _SPACE and not in_string:
+            continue
+        out[n] = text[i]
+        n += 1
+        if cls == 0 or cls == _SPACE:
+            escaped = 0
+            continue
+        depth, in_string, escaped, did = _step(cls, depth, in_string, escaped)
+    return out[:n]
+
+
+def compact(text: bytes) -> bytes:
+    """``text`` without the whitespace outside its strings (insignificant in JSON)."""
+    return _compact(np.frombuffer(text, np.uint8), _COMPACT_CLASS).tobytes()
+
+
+def check_start(path: Path, head: bytes, opening: bytes, expected: str) -> None:
+    """The file starts (after whitespace) with ``opening``; else a located error: empty, a byte-order mark (which
+    Python's json, and so pycocotools, rejects too), or something else than ``expected``."""
+    if head.startswith(b"\xef\xbb\xbf"):
+        raise InputError(f"{path}: line 1, column 1: the file starts with a UTF-8 byte-order mark (BOM), which JSON "
+                         "does not allow (pycocotools' json.load rejects it too); save it without one")
+    stripped = head.lstrip()
+    if not stripped:
+        raise InputError(f"{path}: the file is empty (expected {expected})")
+    if opening and not stripped.startswith(opening):
+        found = stripped[:20].decode("utf-8", "replace")
+        raise InputError(f"{path}: {line_column(path, len(head) - len(stripped))}: expected {expected}, found "
+                         f"{found!r}")
+
+
 def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
-    """``{key: (start, end)}``: the byte span of each value of the file's top-level JSON object."""
+    """``{key: (start, end)}``: the byte span of each value of the file's top-level JSON object (the last of a
+    repeated key, as Python's json). The text around the values is checked to be a well-formed object, with nothing
+    after it."""
     with open(path, "rb") as handle:
-        if not handle.read(1024).lstrip().startswith(b"{"):
-            raise InputError(f"{path}: expected a JSON object (a COCO ground-truth file)")
+        check_start(path, handle.read(1024), b"{", "a JSON object (a COCO ground-truth file)")
         handle.seek(0)
         state = np.zeros(3, np.int64)
-        events, offset = [], 0
+        events, size = [], 0
         while block := handle.read(block_bytes):
-            events.append(_events(np.frombuffer(block, np.uint8), state, offset, _STRUCTURE_CLASS))
-            offset += len(block)
-        if state[0] != 0 or state[1]:
-            raise InputError(f"{path}: not a valid COCO JSON file (it ends inside an object, a list or a string)")
+            events.append(_events(np.frombuffer(block, np.uint8), state, size, _STRUCTURE_CLASS))
+            size += len(block)
         events = np.concatenate(events) if events else np.empty((0, 2), np.int64)
-        spans, key, value_start = {}, None, None
+        spans, key, value_start, closed = {}, None, None, False
         for i, (position, kind) in enumerate(events):
-            if kind == KEY_OPENS and value_start is None:
+            if kind == KEY_OPENS and value_start is None and i + 1 < len(events):
                 handle.seek(position + 1)
                 key = handle.read(events[i + 1][0] - position - 1).decode("utf-8", "replace")
             elif kind == COLON:
@@ -129,7 +218,46 @@ def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
             elif kind in (COMMA, TOP_CLOSES) and value_start is not None:
                 spans[key] = (value_start, position)
                 key, value_start = None, None
+            if kind == TOP_CLOSES:
+                closed = True
+                break
+        # a file that ends inside a value is checked up to that value
+        _check_skeleton(path, handle, sorted(spans.values()), size if closed or value_start is None else value_start,
+                        size, "" if closed or value_start is None else "0}")
+        if not closed:
+            raise InputError(f"{path}: {line_column(path, size)}: the file ends inside its top-level object "
+                             "(truncated?)")
         return spans
+
+
+def _check_skeleton(path: Path, handle, spans: list, end: int, size: int, tail: str) -> None:
+    """The file up to ``end`` with every value replaced by 0, and ``tail``, is a JSON object with nothing after it:
+    Python's json reads this skeleton, and its errors are placed back in the file."""
+    pieces, at = [], 0  # (start in the skeleton, start in the file, text)
+    for start, stop in [*spans, (end, end)]:
+        handle.seek(at)
+        text = handle.read(start - at).decode("utf-8", "replace") + ("0" if start < end else tail)
+        pieces.append((sum(len(p[2]) for p in pieces), at, text))
+        at = stop
+    skeleton = "".join(p[2] for p in pieces)
+    try:
+        json.loads(skeleton, object_pairs_hook=lambda pairs: _warn_repeated_top_key(path, pairs))
+    except json.JSONDecodeError as exc:
+        skeleton_at, file_at, text = next(p for p in reversed(pieces) if p[0] <= exc.pos)
+        offset = min(file_at + len(text[:exc.pos - skeleton_at].encode()), size)
+        message = ("unexpected text after the top-level object" if exc.msg == "Extra data"
+                   else "the file ends inside its top-level object (truncated?)" if offset == size
+                   else f"not valid JSON ({exc.msg})")
+        raise InputError(f"{path}: {line_column(path, offset)}: {message}") from None
+
+
+def _warn_repeated_top_key(path: Path, pairs: list) -> dict:
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        warnings.warn(f"{path}: top-level key(s) {', '.join(map(repr, repeated))} appear more than once; the last "
+                      "value is used, as pycocotools (Python's json) does", InputWarning, stacklevel=2)
+    return dict(pairs)
 
 
 def read_span(path: Path, span: tuple) -> bytes:
@@ -149,17 +277,18 @@ def list_sample(path: Path, span: tuple, n_objects: int = 1000, max_bytes: int =
 def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
     """``(offset, objects)`` pairs: ``objects`` holds the next whole objects of the file's top-level list and the
     separators between them (no brackets, no leading comma), and ``offset`` is where it starts in the file. Each
-    chunk is copied once out of the blocks read; anything after the list's last object but its ']' is yielded
-    too, so that parsing it reports the error."""
+    chunk is copied once out of the blocks read. The list must be closed by ']' with nothing but whitespace after
+    it; otherwise Python's json reads the end of the file to say where it goes wrong."""
     with open(path, "rb") as handle:
-        head = handle.read(1024).lstrip()
-        if not head.startswith(b"["):
-            raise InputError(f"{path}: expected a JSON list of detections (a COCO result file)")
+        check_start(path, handle.read(1024), b"[", "a JSON list of detections (a COCO result file)")
         handle.seek(0)
         if os.fstat(handle.fileno()).st_size <= chunk_bytes:  # one chunk: the file as it is, no scan needed
             text = handle.read()
             start = _after(text, 0, b"[")
-            yield start, text[start:_before_close(text)]
+            if text.rstrip(_WHITESPACE).endswith(b"]"):
+                yield start, text[start:_before_close(text)]
+            else:
+                _diagnose_end(path, text[start:], start, after_value=False)
             return
         state = np.zeros(3, np.int64)
         carry, carry_at, separator = b"", 0, b"["  # text after the last whole object, where it starts, what follows
@@ -175,12 +304,42 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
             yield (carry_at + at if at < len(carry) else block_at + block_from,
                    b"".join((carry[at:], memoryview(block)[block_from:end + 1])))
             carry, carry_at, separator = block[end + 1:], block_at + end + 1, b","
-        at = _after(carry, 0, separator)
-        if carry[at:].strip() not in (b"]", b""):
-            yield carry_at + at, carry[at:_before_close(carry)]
+        if carry.strip(_WHITESPACE) != b"]":
+            if separator == b"[":  # no whole object at all
+                at = _after(carry, 0, b"[")
+                _diagnose_end(path, carry[at:], carry_at + at, after_value=False)
+            _diagnose_end(path, carry, carry_at, after_value=True)
 
 
-_WHITESPACE = b" \t\r\n"
+def _diagnose_end(path: Path, text: bytes, offset: int, after_value: bool) -> None:
+    """Raise the located error of a list's end that is not ']' and whitespace (``text``, at byte ``offset``)."""
+    piece = Piece(path, text, offset)
+    for value, (at, _) in zip(*parse_values(piece, closing=True, after_value=after_value)):
+        if not isinstance(value, dict):
+            raise piece.error(at, "expected an object")
+    raise InputError(f"{path}: {line_column(path, offset + len(text))}: not a well-formed JSON list")
+
+
+def jsonl_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
+    """``(offset, lines)`` pairs: the next whole lines of a JSON Lines file (a last line without its line end
+    included) and where they start in the file."""
+    with open(path, "rb") as handle:
+        check_start(path, handle.read(1024), b"", "JSON Lines")
+        handle.seek(0)
+        carry, carry_at = b"", 0
+        while block := handle.read(chunk_bytes):
+            end = block.rfind(b"\n")
+            if end < 0:  # a line longer than a block
+                carry += block
+                continue
+            text = b"".join((carry, memoryview(block)[:end + 1]))
+            yield carry_at, text
+            carry, carry_at = block[end + 1:], carry_at + len(text)
+        if carry.strip(_WHITESPACE):
+            yield carry_at, carry
+
+
+_WHITESPACE = b" \t\r\n"  # JSON's whitespace
 
 
 def _after(text: bytes, at: int, separator: bytes) -> int:
