@@ -54,8 +54,6 @@ def _with_id(frame: pl.DataFrame, path: Path, what: str, table_schema: dict) -> 
     """
     id_column = f"{what}_id"
     if "id" not in frame.columns:
-        if frame.height:
-            raise InputError(f"{path}: {what}s have no field 'id'")
         frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("id"))
     own = {id_column, "shard"} & set(table_schema)  # columns the store fills itself
     frame = frame.rename(_stored_names(frame.columns, own, path, f"{what}s"))
@@ -91,9 +89,10 @@ def read_coco_gt(path) -> CocoDataset:
             raise InputError(f"{path}: missing the top-level list '{key}'")
 
     for key, span in spans.items():  # the values not read below are JSON too (pycocotools reads them all)
-        if key not in ("images", "annotations", "categories") and len(parse_values(Piece(path, read_span(path, span),
-                                                                                         span[0]))[0]) != 1:
-            raise InputError(f"{path}: {line_column(path, span[0])}: expected one JSON value for '{key}'")
+        text = read_span(path, span)
+        if key not in ("images", "annotations", "categories") and len(parse_values(Piece(path, text, span[0]))[0]) != 1:
+            at = span[0] + len(text) - len(text.lstrip())
+            raise InputError(f"{path}: {line_column(path, at)}: expected a value for '{key}'")
     images = _with_id(read_json_list(path, _IMAGE_FIELDS, spans["images"], "image", infer=True), path, "image",
                       schema.IMAGES)
     categories = _with_id(read_json_list(path, _CATEGORY_FIELDS, spans["categories"], "category", infer=True),

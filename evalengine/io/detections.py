@@ -186,6 +186,8 @@ def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS,
     # shut down from whatever thread happens to collect it
     with closing(_raw_batches(path, batch_rows, prefetched)) as raw_batches:
         for raw in raw_batches:
+            if not raw.height:  # an empty list (or chunk) is no batch
+                continue
             batch = _normalise(raw, path, n_rows, dataset)
             n_rows += raw.height
             for cat, count in batch.filter(~pl.col("category_id").is_in(known)).get_column("category_id").value_counts().iter_rows():

@@ -11,6 +11,7 @@ The checked objects are then written back as JSON Lines and read by Polars, so t
 import io
 import json
 import math
+import re
 from pathlib import Path
 
 import polars as pl
@@ -26,8 +27,8 @@ _INT64 = 2**63
 
 def read_json_list(path: Path, json_schema: dict, span: tuple, what: str, infer: bool = False) -> pl.DataFrame:
     """The JSON list at byte ``span`` of the file (a value of a COCO ground truth), its ``what`` objects read with
-    ``json_schema`` (``infer``: every field, with the types of its values, which the caller checks; those of
-    ``json_schema`` are still checked where Python's json reads the text)."""
+    ``json_schema`` (``infer``: every field, with the type its values have; those of ``json_schema`` are checked,
+    by Python's json where the inferred type is another)."""
     text = read_span(path, span)
     body = list_body(text)
     if body is None:
@@ -54,10 +55,20 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
         return pl.DataFrame(schema=json_schema)
     if repeated_key(objects) < 0:
         try:
-            return _polars(objects if lines else _one_per_line(objects), json_schema, infer)
+            frame = _polars(objects if lines else _one_per_line(objects), json_schema, infer)
+            if not infer or all(frame.schema.get(c, t) in (t, pl.Null) for c, t in json_schema.items()):
+                return frame
         except (pl.exceptions.PolarsError, ValueError):
             pass  # read again by Python's json, which says what is wrong and where
-    return _exact(Piece(path, objects, offset), json_schema, lines, infer)
+    # the list's own ']' read too, where it follows, so that an error near it is placed as Python's json places it
+    closed = not lines and _followed_by_close(path, offset + len(objects))
+    return _exact(Piece(path, objects + b"]" * closed, offset), json_schema, lines, infer, closed)
+
+
+def _followed_by_close(path: Path, at: int) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(at)
+        return handle.read(1) == b"]"
 
 
 def _one_per_line(objects: bytes) -> bytes:
@@ -77,8 +88,8 @@ def _polars(lines: bytes, json_schema: dict, infer: bool) -> pl.DataFrame:
     return pl.read_ndjson(io.BytesIO(lines), schema=json_schema)
 
 
-def _exact(piece: Piece, json_schema: dict, lines: bool, infer: bool) -> pl.DataFrame:
-    values, spans = parse_values(piece, lines=lines)
+def _exact(piece: Piece, json_schema: dict, lines: bool, infer: bool, closing: bool) -> pl.DataFrame:
+    values, spans = parse_values(piece, lines=lines, closing=closing)
     rows = []
     for index, (value, span) in enumerate(zip(values, spans)):
         if not isinstance(value, dict):
@@ -141,9 +152,10 @@ def _number(value) -> float:
         finite = False
     if not finite:
         raise ValueError("not a finite number")
-    return value
+    return float(value)
 
 
 def _shown(text: str) -> str:
-    """A value's JSON text (a string in quotes), shortened."""
+    """A value's JSON text (a string in quotes) on one line, shortened."""
+    text = re.sub(r"\s*\n\s*", " ", text)
     return text if len(text) <= 40 else text[:37] + "..."

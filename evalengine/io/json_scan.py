@@ -242,9 +242,10 @@ def _check_skeleton(path: Path, handle, spans: list, end: int, size: int, tail: 
     skeleton = "".join(p[2] for p in pieces)
     try:
         json.loads(skeleton, object_pairs_hook=lambda pairs: _warn_repeated_top_key(path, pairs))
-    except json.JSONDecodeError as exc:
-        skeleton_at, file_at, text = next(p for p in reversed(pieces) if p[0] <= exc.pos)
-        offset = min(file_at + len(text[:exc.pos - skeleton_at].encode()), size)
+    except json.JSONDecodeError as exc:  # an unterminated string runs to the end
+        at = len(skeleton) if exc.msg.startswith("Unterminated string") else exc.pos
+        skeleton_at, file_at, text = next(p for p in reversed(pieces) if p[0] <= at)
+        offset = min(file_at + len(text[:at - skeleton_at].encode()), size)
         message = ("unexpected text after the top-level object" if exc.msg == "Extra data"
                    else "the file ends inside its top-level object (truncated?)" if offset == size
                    else f"not valid JSON ({exc.msg})")

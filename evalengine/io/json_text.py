@@ -64,10 +64,11 @@ class Piece:
         return self.base + (at if self.ascii else len(self.text[:at].encode()))
 
     def error(self, at: int, message: str, index: int | None = None, ends: bool = False) -> TextError:
-        """An error at character ``at``. ``ends``: the text may simply have ended there; when only closing brackets
-        follow in the file, the error is placed at the file's end and said to be one (truncated?)."""
+        """An error at character ``at``. ``ends``: the text may simply have ended there; when that is the end of the
+        piece and only closing brackets follow in the file, the error is placed at the file's end and said to be one
+        (truncated?)."""
         offset = self.offset(at)
-        if ends and _only_closing_after(self.path, offset):
+        if ends and at >= len(self.text) and _only_closing_after(self.path, offset):
             offset, message = os.path.getsize(self.path), f"the file ends early (truncated?): {message}"
         near = self.text[max(at - _NEAR, 0):at + _NEAR]
         near = f", near {near!r}" if near.strip() else ""
@@ -97,7 +98,9 @@ def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after
     after, comma, n_repeating = after_value, False, 0
     while at < len(text):
         char = text[at]
-        if char == "]" and not comma and not lines:  # the list closes: only whitespace may follow
+        if char == "]" and comma:
+            raise piece.error(at, "expected an object after ','")
+        if char == "]" and not lines:  # the list closes: only whitespace may follow
             rest = _WHITESPACE.match(text, at + 1).end()
             if rest < len(text) or not closing:
                 raise piece.error(rest, "unexpected text after the list's closing ']'")
@@ -115,7 +118,7 @@ def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after
         try:
             value, end = decoder.raw_decode(text[at:line_end] if lines else text, 0 if lines else at)
         except json.JSONDecodeError as exc:  # an unterminated string runs to the end of the text
-            error_at = (line_end - at if exc.msg.startswith("Unterminated string") else exc.pos) + (at if lines else 0)
+            error_at = line_end if exc.msg.startswith("Unterminated string") else exc.pos + (at if lines else 0)
             raise piece.error(error_at, f"not valid JSON ({exc.msg})", ends=True) from None
         end += at if lines else 0
         if len(repeated) > before:
@@ -128,7 +131,7 @@ def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after
         if closing:
             raise piece.error(len(text), "the file ends before the list's closing ']' (truncated?)")
         if comma:
-            raise piece.error(len(text), "expected an object after ','", ends=True)
+            raise piece.error(len(text), "expected an object after ','")
     if first_repeat:
         key, at = first_repeat
         more = f" (and in {n_repeating - 1} more objects)" if n_repeating > 1 else ""

@@ -24,7 +24,7 @@ def read_image_metadata(path) -> pl.DataFrame:
     frame = frame.with_row_index("__evalengine_row", offset=1)
     missing = frame.filter(pl.col("image_id").is_null())
     if missing.height:
-        raise InputError(f"{path}: row {listed(missing.get_column('_row'))}: no 'image_id'")
+        raise InputError(f"{path}: row {listed(missing.get_column('__evalengine_row'))}: no 'image_id'")
     return integers(frame, ["image_id"], path, "row", pl.col("__evalengine_row")).drop("__evalengine_row")
 
 

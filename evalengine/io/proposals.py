@@ -169,7 +169,8 @@ def iter_proposals(path, images: pl.DataFrame, box_convention: str = "continuous
     # shut down from whatever thread happens to collect it
     with closing(raw_batches):
         for raw in raw_batches:
-            yield _normalise(raw, path, n_rows, image_ids, box_convention)
-            n_rows += raw.height
+            if raw.height:  # an empty list (or chunk) is no batch
+                yield _normalise(raw, path, n_rows, image_ids, box_convention)
+                n_rows += raw.height
     if n_rows == 0:
         raise InputError(f"{path}: no proposals")
