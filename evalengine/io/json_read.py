@@ -8,6 +8,7 @@ refuses a text, or the text may repeat a key, Python's json — pycocotools' rea
 The checked objects are then written back as JSON Lines and read by Polars, so that both ways give the same frame.
 """
 
+import functools
 import io
 import json
 import math
@@ -18,7 +19,7 @@ import polars as pl
 
 from evalengine.errors import InputError, first_line
 from evalengine.io.json_scan import compact, list_body, read_span, repeated_key
-from evalengine.io.json_text import Piece, TextError, line_column, parse_values, value_at
+from evalengine.io.json_text import Piece, TextError, line_column, parse_values, value_at, warn_repeated
 
 # COCO's 0/1 flags: pycocotools tests them for truth, so a JSON boolean means the same
 FLAGS = ("iscrowd", "ignore")
@@ -53,7 +54,8 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
     the object's position in the piece."""
     if not objects.strip(b" \t\r\n"):
         return pl.DataFrame(schema=json_schema)
-    if repeated_key(objects) < 0:
+    repeated = repeated_key(objects)
+    if repeated < 0:
         try:
             frame = _polars(objects if lines else _one_per_line(objects), json_schema, infer)
             if not infer or all(frame.schema.get(c, t) in (t, pl.Null) for c, t in json_schema.items()):
@@ -62,7 +64,12 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
             pass  # read again by Python's json, which says what is wrong and where
     # the list's own ']' read too, where it follows, so that an error near it is placed as Python's json places it
     closed = not lines and _followed_by_close(path, offset + len(objects))
-    return _exact(Piece(path, objects + b"]" * closed, offset), json_schema, lines, infer, closed)
+    piece = Piece(path, objects + b"]" * closed, offset)
+    values, spans, repeats = parse_values(piece, lines=lines, closing=closed, where=False)
+    if repeats:  # placed at the repeated key
+        key, span = repeats[0]
+        warn_repeated(path, repeats, piece.offset(value_at(piece, span, key)[0]) if span else offset + repeated)
+    return _exact(piece, values, spans, json_schema, lines, infer, closed)
 
 
 def _followed_by_close(path: Path, at: int) -> bool:
@@ -88,71 +95,88 @@ def _polars(lines: bytes, json_schema: dict, infer: bool) -> pl.DataFrame:
     return pl.read_ndjson(io.BytesIO(lines), schema=json_schema)
 
 
-def _exact(piece: Piece, json_schema: dict, lines: bool, infer: bool, closing: bool) -> pl.DataFrame:
-    values, spans = parse_values(piece, lines=lines, closing=closing)
+_ENCODE = json.JSONEncoder(allow_nan=False).encode
+
+
+def _exact(piece: Piece, values: list, spans, json_schema: dict, lines: bool, infer: bool,
+           closing: bool) -> pl.DataFrame:
+    """The values Python's json read, checked against the schema and read by Polars again (so that both ways give
+    the same frame); the first wrong value raises a located error."""
+    def error(index: int, message: str, name: str | None = None, value=None) -> TextError:
+        nonlocal spans
+        spans = spans or parse_values(piece, lines=lines, closing=closing)[1]  # where: read again, value by value
+        if name is None:
+            return piece.error(spans[index][0], message, index)
+        at, written = value_at(piece, spans[index], name)
+        return piece.error(at, f"'{name}' is {_shown(written or json.dumps(value))}, {message}", index)
+
+    checks = [(name, check) for name, dtype in json_schema.items()
+              if (check := _check_of(dtype, name in FLAGS)) is not None]
+    fields = list(json_schema)
     rows = []
-    for index, (value, span) in enumerate(zip(values, spans)):
-        if not isinstance(value, dict):
-            raise piece.error(span[0], f"expected an object, found {_shown(json.dumps(value))}", index)
-        row = dict(value) if infer else {}
-        for name, dtype in json_schema.items():
-            if value.get(name) is not None:
+    for index, value in enumerate(values):
+        if type(value) is not dict:
+            raise error(index, f"expected an object, found {_shown(json.dumps(value))}")
+        row = dict(value) if infer else {name: value[name] for name in fields if name in value}
+        for name, check in checks:
+            if row.get(name) is not None:
                 try:
-                    row[name] = _checked(value[name], dtype, name in FLAGS)
+                    row[name] = check(row[name])
                 except ValueError as exc:
-                    at, written = value_at(piece, span, name)
-                    shown = _shown(written or json.dumps(value[name]))
-                    raise piece.error(at, f"'{name}' is {shown}, {exc}", index) from None
+                    raise error(index, str(exc), name, row[name]) from None
         try:
-            rows.append(json.dumps(row, allow_nan=False))
+            rows.append(_ENCODE(row))
         except ValueError:
-            raise piece.error(span[0], "a value is NaN or Infinity, which JSON does not allow", index) from None
+            raise error(index, "a value is NaN or Infinity, which JSON does not allow") from None
     try:
         return _polars("\n".join(rows).encode(), json_schema, infer)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise InputError(f"{piece.path}: values of unexpected types ({first_line(exc)})") from None
 
 
-def _checked(value, dtype, flag: bool = False):
-    """``value`` as the type ``dtype`` asks for, or ValueError saying why not (types Polars reads leniently,
-    such as strings, are left to it)."""
+def _check_of(dtype, flag: bool):
+    """The check of a value of type ``dtype``: it returns the value as that type asks for, or raises ValueError saying
+    why not; None for types Polars reads leniently (strings)."""
     if dtype == pl.Int64:
-        return _integer(value, flag)
+        return functools.partial(_integer, flag=flag)
     if dtype == pl.Float64:
-        return _number(value)
+        return _number
     if isinstance(dtype, pl.List) and dtype.inner == pl.Float64:
-        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, (int, float, type(None)))
-                                              for v in value):
-            raise ValueError("not a list of numbers")
-        try:
-            return [None if v is None else _number(v) for v in value]
-        except ValueError:
-            raise ValueError("not a list of finite numbers") from None
-    return value
+        return _numbers
+    return None
 
 
-def _integer(value, flag: bool) -> int:
-    if isinstance(value, bool) and not flag:
-        raise ValueError("not an integer")
-    if isinstance(value, float) and value.is_integer():
+def _integer(value, flag: bool = False) -> int:
+    kind = type(value)
+    if kind is float and value.is_integer() or kind is bool and flag:
         value = int(value)
-    if not isinstance(value, int):
+    elif kind is not int:
         raise ValueError("not an integer")
-    if not -_INT64 <= value < _INT64:
-        raise ValueError("outside the 64-bit integer range")
-    return int(value)
+    if -_INT64 <= value < _INT64:
+        return value
+    raise ValueError("outside the 64-bit integer range")
 
 
 def _number(value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError("not a number")
+    """A finite float (Python's json reads only int, float, bool, str, list, dict and None)."""
+    kind = type(value)
+    if kind is float and value - value == 0.0:  # not NaN nor infinite
+        return value
+    if kind is int:
+        try:
+            return float(value)
+        except OverflowError:
+            pass
+    raise ValueError("not a finite number" if kind in (float, int) else "not a number")
+
+
+def _numbers(value) -> list:
+    if type(value) is not list:
+        raise ValueError("not a list of numbers")
     try:
-        finite = math.isfinite(value)
-    except OverflowError:
-        finite = False
-    if not finite:
-        raise ValueError("not a finite number")
-    return float(value)
+        return [v if v is None else _number(v) for v in value]
+    except ValueError as exc:
+        raise ValueError(f"not a list of {'finite ' if 'finite' in str(exc) else ''}numbers") from None
 
 
 def _shown(text: str) -> str:

@@ -6,6 +6,7 @@ against it: where they refuse a text, or might read it differently, :func:`parse
 error is reported at its 1-based line and column in the file (:func:`line_column`).
 """
 
+import functools
 import json
 import os
 import re
@@ -85,17 +86,29 @@ def _only_closing_after(path: Path, offset: int) -> bool:
         return not handle.read().strip(b" \t\r\n]}")
 
 
-def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after_value: bool = False):
-    """``(values, spans)``: the values of a piece of a JSON list — objects and the commas between them — or of a JSON
-    Lines file (``lines``: one value per line), read by Python's json, and where each lies in ``piece.text``.
+def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after_value: bool = False,
+                 where: bool = True) -> tuple:
+    """``(values, spans, repeated)``: the values of a piece of a JSON list — objects and the commas between them — or
+    of a JSON Lines file (``lines``: one value per line), read by Python's json; where each lies in ``piece.text``;
+    and ``(key, span)`` for each object with a repeated key, which keeps its last value as in pycocotools.
 
-    A repeated key keeps its last value (as in pycocotools) with an :class:`InputWarning`. ``closing``: the piece ends
-    the list, ']' included, and only whitespace may follow; ``after_value``: it starts right after a value of the
-    list. The first syntax error raises a located :class:`TextError`."""
-    text, repeated, first_repeat = piece.text, [], None
-    decoder = json.JSONDecoder(object_pairs_hook=lambda pairs: _object(pairs, repeated))
+    ``closing``: the piece ends the list, ']' included, and only whitespace may follow; ``after_value``: it starts
+    right after a value of the list. The first syntax error raises a located :class:`TextError`. Without ``where``,
+    a valid piece is read at once, and ``spans`` and the positions are None.""" 
+    text, repeated = piece.text, []
+    hook = functools.partial(_object, repeated=repeated)
+    if not where and not after_value:
+        try:
+            if lines:
+                values = [json.loads(line, object_pairs_hook=hook) for line in text.split("\n") if line.strip()]
+            else:
+                values = json.loads("[" + text + ("" if closing else "]"), object_pairs_hook=hook)
+            return values, None, [(key, None) for key in repeated]
+        except json.JSONDecodeError:  # read value by value, to say where
+            repeated.clear()
+    decoder = json.JSONDecoder(object_pairs_hook=hook)
     values, spans, at, end = [], [], _WHITESPACE.match(text).end(), 0
-    after, comma, n_repeating = after_value, False, 0
+    after, comma, found = after_value, False, []
     while at < len(text):
         char = text[at]
         if char == "]" and comma:
@@ -122,8 +135,7 @@ def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after
             raise piece.error(error_at, f"not valid JSON ({exc.msg})", ends=True) from None
         end += at if lines else 0
         if len(repeated) > before:
-            n_repeating += 1
-            first_repeat = first_repeat or (repeated[before], at)
+            found.append((repeated[before], (at, end)))
         values.append(value)
         spans.append((at, end))
         at, after, comma = _WHITESPACE.match(text, end).end(), True, False
@@ -132,13 +144,16 @@ def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after
             raise piece.error(len(text), "the file ends before the list's closing ']' (truncated?)")
         if comma:
             raise piece.error(len(text), "expected an object after ','")
-    if first_repeat:
-        key, at = first_repeat
-        more = f" (and in {n_repeating - 1} more objects)" if n_repeating > 1 else ""
-        warnings.warn(f"{piece.path}: {line_column(piece.path, piece.offset(at))}: key {key!r} appears twice in one "
-                      f"object{more}; the last value is used, as pycocotools (Python's json) does", InputWarning,
-                      stacklevel=2)
-    return values, spans
+    return values, spans, found
+
+
+def warn_repeated(path: Path, repeated: list, offset: int) -> None:
+    """The warning for objects with a repeated key (``repeated``, as :func:`parse_values` gives them), the first of
+    them at byte ``offset`` of the file."""
+    more = f" (and in {len(repeated) - 1} more objects)" if len(repeated) > 1 else ""
+    warnings.warn(f"{path}: {line_column(path, offset)}: key {repeated[0][0]!r} appears twice "
+                  f"in one object{more}; the last value is used, as pycocotools (Python's json) does", InputWarning,
+                  stacklevel=3)
 
 
 def value_at(piece: Piece, span: tuple, key: str) -> tuple:
@@ -159,10 +174,8 @@ def value_at(piece: Piece, span: tuple, key: str) -> tuple:
 
 def _object(pairs: list, repeated: list) -> dict:
     """A JSON object as Python's json builds it (the last of repeated keys wins); its first repeated key is noted."""
-    seen = set()
-    for key, _ in pairs:
-        if key in seen:
-            repeated.append(key)
-            break
-        seen.add(key)
-    return dict(pairs)
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        keys = [key for key, _ in pairs]
+        repeated.append(next(key for i, key in enumerate(keys) if key in keys[:i]))
+    return value

@@ -391,7 +391,8 @@ def test_a_repeated_key_keeps_its_last_value(tmp_path, key, first):
     text = DT_TEXT.replace("{", "{" + json.dumps(key) + ": " + json.dumps(first) + ", ", 1)
     assert json.loads(text) == DT_LIST
     (message,) = _same_numbers(tmp_path, GT_TEXT, text)
-    assert message.endswith("line 1, column 2: key " + repr(key) + " appears twice in one object; the last value is "
+    column = text.index(json.dumps(key), text.index(json.dumps(key)) + 1) + 1  # the repeated key
+    assert message.endswith(f"line 1, column {column}: key {key!r} appears twice in one object; the last value is "
                             "used, as pycocotools (Python's json) does")
     lines = JSONL_TEXT.replace("{", "{" + json.dumps(key) + ": " + json.dumps(first) + ", ", 2)
     _same_numbers(tmp_path, GT_TEXT, lines, "dt.jsonl")
