@@ -89,8 +89,10 @@ def read_coco_gt(path) -> CocoDataset:
             raise InputError(f"{path}: missing the top-level list '{key}'")
 
     for key, span in spans.items():  # the values not read below are JSON too (pycocotools reads them all)
+        if key in ("images", "annotations", "categories"):
+            continue
         text = read_span(path, span)
-        if key not in ("images", "annotations", "categories") and len(parse_values(Piece(path, text, span[0]))[0]) != 1:
+        if len(parse_values(Piece(path, text, span[0]), where=False)[0]) != 1:
             at = span[0] + len(text) - len(text.lstrip())
             raise InputError(f"{path}: {line_column(path, at)}: expected a value for '{key}'")
     images = _with_id(read_json_list(path, _IMAGE_FIELDS, spans["images"], "image", infer=True), path, "image",

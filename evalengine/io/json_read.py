@@ -11,7 +11,6 @@ The checked objects are then written back as JSON Lines and read by Polars, so t
 import functools
 import io
 import json
-import math
 import re
 from pathlib import Path
 

@@ -315,7 +315,8 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
 def _diagnose_end(path: Path, text: bytes, offset: int, after_value: bool) -> None:
     """Raise the located error of a list's end that is not ']' and whitespace (``text``, at byte ``offset``)."""
     piece = Piece(path, text, offset)
-    for value, (at, _) in zip(*parse_values(piece, closing=True, after_value=after_value)):
+    values, spans, _ = parse_values(piece, closing=True, after_value=after_value)
+    for value, (at, _) in zip(values, spans):
         if not isinstance(value, dict):
             raise piece.error(at, "expected an object")
     raise InputError(f"{path}: {line_column(path, offset + len(text))}: not a well-formed JSON list")

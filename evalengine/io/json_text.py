@@ -88,8 +88,8 @@ def _only_closing_after(path: Path, offset: int) -> bool:
 
 def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after_value: bool = False,
                  where: bool = True) -> tuple:
-    """``(values, spans, repeated)``: the values of a piece of a JSON list — objects and the commas between them — or
-    of a JSON Lines file (``lines``: one value per line), read by Python's json; where each lies in ``piece.text``;
+    """``(values, spans, repeated)``: the values of a piece of a JSON list — objects and the commas between them —
+    or of a JSON Lines file (``lines``: one value per line), read by Python's json; where each lies in ``piece.text``;
     and ``(key, span)`` for each object with a repeated key, which keeps its last value as in pycocotools.
 
     ``closing``: the piece ends the list, ']' included, and only whitespace may follow; ``after_value``: it starts

@@ -16,7 +16,8 @@ def read_image_metadata(path) -> pl.DataFrame:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
-        frame = pl.read_parquet(path) if path.suffix.lower() == ".parquet" else pl.read_csv(path, infer_schema_length=None)
+        parquet = path.suffix.lower() == ".parquet"
+        frame = pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"{path}: not a readable CSV or Parquet table ({first_line(exc)})") from None
     if "image_id" not in frame.columns:

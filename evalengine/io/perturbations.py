@@ -42,7 +42,7 @@ def read_homographies(source, images: pl.DataFrame) -> pl.DataFrame:
     missing = set(_REQUIRED) - set(frame.columns)
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
-    frame, row, what = frame.with_row_index("__row", offset=1), pl.col("__row"), "record"
+    frame, row, what = frame.with_row_index("__row", offset=1), pl.col("__row"), "record at position"
     require(frame, _REQUIRED, path, what, row)
     frame = integers(frame, ["image_id", *(c for c in _SIZES if c in frame.columns)], path, what, row)
     frame = numbers(frame, ["homography"], path, what, row)

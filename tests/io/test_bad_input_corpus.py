@@ -189,7 +189,7 @@ GT_TEXT = GT.read_text()
 
 
 def _python_error(text: str) -> tuple:
-    """Where Python's json (pycocotools' reader) finds ``text`` wrong — ``line L, column C`` — and whether at its end
+    """Where Python's json (pycocotools' reader) finds ``text`` wrong (``line L, column C``) and whether at its end
     (an unterminated string is reported where the text ends, not where the string starts)."""
     try:
         json.loads(text)
@@ -492,7 +492,7 @@ def test_a_bad_value_in_a_proposal_csv(tmp_path, proposal_gt, n_rows, column, va
     text = "image_id,x1,y1,x2,y2,score\n" + "".join(",".join(r.values()) + "\n" for r in rows)
     bad = write(tmp_path, "p.csv", text)
     if n_rows > 10_000:  # the type was inferred from the first rows: the value is text, the type the first rows'
-        message = (message.replace("7.5", "'7.5'").replace("'x1' is 'abc', not a number", "'x1' is 'abc', not an integer")
+        message = (message.replace("7.5", "'7.5'").replace("'abc', not a number", "'abc', not an integer")
                    + " (as the rows before)")
     _proposals_refused(tmp_path, proposal_gt, bad, f"proposal at position {n_rows - 1}: {message}")
 

@@ -88,7 +88,7 @@ def test_unknown_format_and_bad_types(tmp_path):
         read_detections(tmp_path / "dt.csv", read_coco_gt(GT))
     path = tmp_path / "dt.parquet"
     _frame().with_columns(pl.col("image_id").cast(pl.String) + "x").write_parquet(path)
-    with pytest.raises(InputError, match=r"detection at position 1: 'image_id' is '42x', not an integer \(and 733 more"):
+    with pytest.raises(InputError, match=r"position 1: 'image_id' is '42x', not an integer \(and 733 more"):
         read_detections(path, read_coco_gt(GT))
 
 
