@@ -2,9 +2,10 @@
 
 The fast reader is Polars' JSON Lines reader (on every core), which is strict about types (``2.7`` is not an
 integer, ``true`` not a number) but keeps the first of repeated keys and cannot say where a value is wrong. Where it
-refuses a text, or the text may repeat a key, Python's json — pycocotools' reader — reads it again
-(:func:`evalengine.io.json_text.parse_values`): repeated keys keep their last value, an integral float is an integer
-(pycocotools compares ids with ``==``, and ``2.0 == 2``), and the first value of the wrong type is a located error.
+refuses a text, or the text may repeat a key (:func:`_may_repeat_keys`), Python's json — pycocotools' reader — reads
+it again (:func:`evalengine.io.json_text.parse_values`): repeated keys keep their last value, an integral float is an
+integer (pycocotools compares ids with ``==``, and ``2.0 == 2``), and the first value of the wrong type is a located
+error.
 The checked objects are then written back as JSON Lines and read by Polars, so that both ways give the same frame.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from evalengine.errors import InputError, first_line
-from evalengine.io.json_scan import compact, list_body, read_span, repeated_key
+from evalengine.io.json_scan import colons, compact, list_body, read_span, repeated_key
 from evalengine.io.json_text import Piece, TextError, line_column, parse_values, value_at, warn_repeated
 
 # COCO's 0/1 flags: pycocotools tests them for truth, so a JSON boolean means the same
@@ -53,22 +54,30 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
     the object's position in the piece."""
     if not objects.strip(b" \t\r\n"):
         return pl.DataFrame(schema=json_schema)
-    repeated = repeated_key(objects)
-    if repeated < 0:
-        try:
-            frame = _polars(objects if lines else _one_per_line(objects), json_schema, infer)
-            if not infer or all(frame.schema.get(c, t) in (t, pl.Null) for c, t in json_schema.items()):
-                return frame
-        except (pl.exceptions.PolarsError, ValueError):
-            pass  # read again by Python's json, which says what is wrong and where
+    try:
+        frame = _polars(objects if lines else _one_per_line(objects), json_schema, infer)
+    except (pl.exceptions.PolarsError, ValueError):
+        frame = None  # read again by Python's json, which says what is wrong and where
+    if (frame is not None and all(frame.schema.get(c, t) in (t, pl.Null) for c, t in json_schema.items())
+            and not _may_repeat_keys(objects, frame)):
+        return frame
     # the list's own ']' read too, where it follows, so that an error near it is placed as Python's json places it
     closed = not lines and _followed_by_close(path, offset + len(objects))
     piece = Piece(path, objects + b"]" * closed, offset)
     values, spans, repeats = parse_values(piece, lines=lines, closing=closed, where=False)
     if repeats:  # placed at the repeated key
         key, span = repeats[0]
-        warn_repeated(path, repeats, piece.offset(value_at(piece, span, key)[0]) if span else offset + repeated)
+        warn_repeated(path, repeats, piece.offset(value_at(piece, span, key)[0]) if span
+                      else offset + repeated_key(objects))
     return _exact(piece, values, spans, json_schema, lines, infer, closed)
+
+
+def _may_repeat_keys(objects: bytes, frame: pl.DataFrame) -> bool:
+    """Whether an object of the text may give a key twice (Polars kept the first value, pycocotools keeps the last).
+    Not when the text holds one ':' per value read (each key has one, and a repeated key would be a second one);
+    else the key scanner says."""
+    values = sum(frame.height - frame.get_column(c).null_count() for c in frame.columns)
+    return colons(objects) != values and repeated_key(objects) >= 0
 
 
 def _followed_by_close(path: Path, at: int) -> bool:
@@ -78,13 +87,14 @@ def _followed_by_close(path: Path, at: int) -> bool:
 
 
 def _one_per_line(objects: bytes) -> bytes:
-    """The objects one per line. A separator inside a string leaves that line unterminated, so a wrong split fails to
-    parse rather than misreads; a pretty-printed list is compacted first."""
+    """The objects one per line: every separator between two objects becomes a line break. Line breaks already there
+    would pass for separators where a ',' is missing, so such a text is compacted first. A separator inside a string
+    leaves that line unterminated, so a wrong split fails to parse rather than misreads."""
+    if b"\n" in objects:
+        objects = compact(objects)
     for separator in (b"},{", b"}, {"):
         if separator in objects:
             return objects.replace(separator, b"}\n{")
-    if b"\n" in objects:
-        return compact(objects).replace(b"},{", b"}\n{")
     return objects
 
 

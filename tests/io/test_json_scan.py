@@ -163,6 +163,21 @@ def test_the_end_of_a_list_read_in_chunks(tmp_path, chunk_bytes, end, message):
             read_json_objects(path, RESULT_FIELDS, objects, offset)
 
 
+@pytest.mark.parametrize("chunk_bytes", [97, 1 << 20])
+@pytest.mark.parametrize("separator", ["", " ", "\n", ";"])
+def test_objects_must_be_separated_by_commas(tmp_path, chunk_bytes, separator):
+    objects = [json.dumps(o) for o in json.loads(DT.read_text())[:40]]
+    text = "[" + ", ".join(objects[:20]) + separator + ", ".join(objects[20:]) + "]"
+    path = tmp_path / "dt.json"
+    path.write_text(text)
+    at = text.index(objects[19]) + len(objects[19])
+    at += len(separator) - len(separator.lstrip())  # Python's json: at the first non-blank character
+    where = f"line {text.count(chr(10), 0, at) + 1}, column {at - text.rfind(chr(10), 0, at)}"
+    with pytest.raises(InputError, match=rf"dt.json: {where}: expected ',' or ']' after an object"):
+        for offset, chunk in json_list_chunks(path, chunk_bytes):
+            read_json_objects(path, RESULT_FIELDS, chunk, offset)
+
+
 def test_positions_count_the_objects_of_earlier_chunks(tmp_path, monkeypatch):
     """A detection is named by its position in the file, whatever chunk it is read in; JSON Lines by its line."""
     import functools
@@ -213,4 +228,5 @@ def test_repeated_keys_are_found_by_the_scanner():
 def test_compact_keeps_strings():
     from evalengine.io.json_scan import compact
 
-    assert compact(b'{ "a b" : [ 1 ,\n 2 ],\t"c\\" d": " x " }') == b'{"a b":[1,2],"c\\" d":" x "}'
+    assert compact(b'{ "a b" : [ 1 ,\n 2 ],\t"c\\" d": " x " }') == b'{"a b":[1 ,2 ],"c\\" d":" x "}'
+    assert compact(b'[4\n2, true\n, nul l, {"a":\n1\n}\n,\n{}]') == b'[4 2,true ,nul l,{"a":1 },{}]'
