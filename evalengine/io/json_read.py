@@ -52,7 +52,7 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
     :func:`evalengine.io.json_scan.json_list_chunks` yields them — or of a JSON Lines file (``lines``), ``offset``
     being where the piece starts in the file. A value of the wrong type raises a :class:`TextError` whose ``index`` is
     the object's position in the piece."""
-    if not objects.strip(b" \t\r\n"):
+    if not objects.lstrip(b" \t\r\n"):  # (lstrip copies nothing when there is nothing to strip)
         return pl.DataFrame(schema=json_schema)
     try:
         frame = _polars(objects if lines else _one_per_line(objects), json_schema, infer)
