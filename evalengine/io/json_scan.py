@@ -12,22 +12,20 @@ A numba scanner walks the bytes block by block, tracking nesting depth and strin
   pycocotools' reader — the last), unless ``colons`` already shows that every key is one that was read; ``compact``
   drops the whitespace between tokens, so that a pretty-printed list is read as JSON Lines too.
 
-The structure around the values is checked here (a BOM, a missing ']' or '}', text after the end); every error is
-located by line and column (:mod:`evalengine.io.json_text`).
+The structure around the values is checked too (a BOM, a missing ']' or '}', text after the end), by
+:mod:`evalengine.io.json_text`, which locates every error by line and column.
 """
 
-import json
 import mmap
 import os
-import warnings
 from pathlib import Path
 from typing import Iterator
 
 import numba
 import numpy as np
 
-from evalengine.errors import InputError, InputWarning
-from evalengine.io.json_text import Piece, line_column, parse_values
+from evalengine.errors import InputError
+from evalengine.io.json_text import check_skeleton, check_start, diagnose_list_end, line_column
 
 CHUNK_BYTES = 64 * 2**20
 
@@ -204,25 +202,6 @@ def compact(text: bytes) -> bytes:
     return _compact(np.frombuffer(text, np.uint8), _COMPACT_CLASS).tobytes()
 
 
-def check_start(path: Path, handle, opening: bytes, expected: str) -> None:
-    """The file starts (after whitespace) with ``opening``; else a located error: empty, a byte-order mark (which
-    Python's json, and so pycocotools, rejects too), or something else than ``expected``. The handle is rewound."""
-    head, skipped = handle.read(1024), 0
-    if head.startswith(b"\xef\xbb\xbf"):
-        raise InputError(f"{path}: line 1, column 1: the file starts with a UTF-8 byte-order mark (BOM), which JSON "
-                         "does not allow (pycocotools' json.load rejects it too); save it without one")
-    while head and not head.lstrip(_WHITESPACE):
-        skipped, head = skipped + len(head), handle.read(2**20)
-    stripped = head.lstrip(_WHITESPACE)
-    if not stripped:
-        raise InputError(f"{path}: the file is empty (expected {expected})")
-    if opening and not stripped.startswith(opening):
-        found = stripped[:20].decode("utf-8", "replace")
-        raise InputError(f"{path}: {line_column(path, skipped + len(head) - len(stripped))}: expected {expected}, "
-                         f"found {found!r}")
-    handle.seek(0)
-
-
 def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
     """``{key: (start, end)}``: the byte span of each value of the file's top-level JSON object (the last of a
     repeated key, as Python's json). The text around the values is checked to be a well-formed object, with nothing
@@ -249,43 +228,12 @@ def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
                 closed = True
                 break
         # a file that ends inside a value is checked up to that value
-        _check_skeleton(path, handle, sorted(spans.values()), size if closed or value_start is None else value_start,
+        check_skeleton(path, handle, sorted(spans.values()), size if closed or value_start is None else value_start,
                         size, "" if closed or value_start is None else "0}")
         if not closed:
             raise InputError(f"{path}: {line_column(path, size)}: the file ends inside its top-level object "
                              "(truncated?)")
         return spans
-
-
-def _check_skeleton(path: Path, handle, spans: list, end: int, size: int, tail: str) -> None:
-    """The file up to ``end`` with every value replaced by 0, and ``tail``, is a JSON object with nothing after it:
-    Python's json reads this skeleton, and its errors are placed back in the file."""
-    pieces, at = [], 0  # (start in the skeleton, start in the file, text)
-    for start, stop in [*spans, (end, end)]:
-        handle.seek(at)
-        text = handle.read(start - at).decode("utf-8", "replace") + ("0" if start < end else tail)
-        pieces.append((sum(len(p[2]) for p in pieces), at, text))
-        at = stop
-    skeleton = "".join(p[2] for p in pieces)
-    try:
-        json.loads(skeleton, object_pairs_hook=lambda pairs: _warn_repeated_top_key(path, pairs))
-    except json.JSONDecodeError as exc:  # an unterminated string runs to the end
-        at = len(skeleton) if exc.msg.startswith("Unterminated string") else exc.pos
-        skeleton_at, file_at, text = next(p for p in reversed(pieces) if p[0] <= at)
-        offset = min(file_at + len(text[:at - skeleton_at].encode()), size)
-        message = ("unexpected text after the top-level object" if exc.msg == "Extra data"
-                   else "the file ends inside its top-level object (truncated?)" if offset == size
-                   else f"not valid JSON ({exc.msg})")
-        raise InputError(f"{path}: {line_column(path, offset)}: {message}") from None
-
-
-def _warn_repeated_top_key(path: Path, pairs: list) -> dict:
-    keys = [key for key, _ in pairs]
-    repeated = sorted({key for key in keys if keys.count(key) > 1})
-    if repeated:
-        warnings.warn(f"{path}: top-level key(s) {', '.join(map(repr, repeated))} appear more than once; the last "
-                      "value is used, as pycocotools (Python's json) does", InputWarning, stacklevel=2)
-    return dict(pairs)
 
 
 def read_span(path: Path, span: tuple) -> bytes:
@@ -316,7 +264,7 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
             if size <= chunk_bytes:  # one chunk: the file as it is, no scan needed
                 close = _before_close(view)
                 if view[close:close + 1] != b"]" or close < start:
-                    _diagnose_end(path, view[start:], start, after_value=False)
+                    diagnose_list_end(path, view[start:], start, after_value=False)
                 yield start, view[start:close]
                 return
             state, at, last = np.zeros(3, np.int64), start, -1
@@ -334,23 +282,13 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
                                      f"{view[at:at + 1].decode('utf-8', 'replace')!r}")
             tail_at = last + 1 if last >= 0 else start
             if view[tail_at:].strip(_WHITESPACE) != b"]":
-                _diagnose_end(path, view[tail_at:], tail_at, after_value=last >= 0)
+                diagnose_list_end(path, view[tail_at:], tail_at, after_value=last >= 0)
 
 
 def _block_element_end(view, at: int, length: int, state) -> int:
     """:func:`_last_element_end` of ``length`` bytes of the mapped file from ``at`` (the array is released on return,
     so that the map can be closed)."""
     return _last_element_end(np.frombuffer(view, np.uint8, length, at), state, _BYTE_CLASS)
-
-
-def _diagnose_end(path: Path, text: bytes, offset: int, after_value: bool) -> None:
-    """Raise the located error of a list's end that is not ']' and whitespace (``text``, at byte ``offset``)."""
-    piece = Piece(path, text, offset)
-    values, spans, _ = parse_values(piece, closing=True, after_value=after_value)
-    for value, (at, _) in zip(values, spans):
-        if not isinstance(value, dict):
-            raise piece.error(at, "expected an object")
-    raise InputError(f"{path}: {line_column(path, offset + len(text))}: not a well-formed JSON list")
 
 
 def jsonl_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:

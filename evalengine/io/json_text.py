@@ -1,9 +1,11 @@
-"""Places in a JSON text, and Python's ``json`` as the exact reader of its values.
+"""Places in a JSON text, Python's ``json`` as the exact reader of its values, and the checks of a file's structure.
 
 pycocotools reads every file with ``json.load``, so Python's parser defines what a COCO file means: a key given twice
 in one object keeps its last value, and ``1.0`` is a number like any other. The fast readers (Polars) are checked
 against it: where they refuse a text, or might read it differently, :func:`parse_values` reads it again, and every
-error is reported at its 1-based line and column in the file (:func:`line_column`).
+error is reported at its 1-based line and column in the file (:func:`line_column`). The structure the scanners of
+:mod:`evalengine.io.json_scan` walk around is checked here too: how a file starts (:func:`check_start`), the top-level
+object of a ground truth (:func:`check_skeleton`) and the end of a result list (:func:`diagnose_list_end`).
 """
 
 import functools
@@ -16,6 +18,7 @@ from pathlib import Path
 from evalengine.errors import InputError, InputWarning
 
 _WHITESPACE = re.compile(r"[ \t\r\n]*")
+_JSON_WHITESPACE = b" \t\r\n"
 _NEAR = 30  # characters shown on each side of an error
 
 
@@ -179,3 +182,63 @@ def _object(pairs: list, repeated: list) -> dict:
         keys = [key for key, _ in pairs]
         repeated.append(next(key for i, key in enumerate(keys) if key in keys[:i]))
     return value
+
+
+def check_start(path: Path, handle, opening: bytes, expected: str) -> None:
+    """The file starts (after whitespace) with ``opening``; else a located error: empty, a byte-order mark (which
+    Python's json, and so pycocotools, rejects too), or something else than ``expected``. The handle is rewound."""
+    head, skipped = handle.read(1024), 0
+    if head.startswith(b"\xef\xbb\xbf"):
+        raise InputError(f"{path}: line 1, column 1: the file starts with a UTF-8 byte-order mark (BOM), which JSON "
+                         "does not allow (pycocotools' json.load rejects it too); save it without one")
+    while head and not head.lstrip(_JSON_WHITESPACE):
+        skipped, head = skipped + len(head), handle.read(2**20)
+    stripped = head.lstrip(_JSON_WHITESPACE)
+    if not stripped:
+        raise InputError(f"{path}: the file is empty (expected {expected})")
+    if opening and not stripped.startswith(opening):
+        found = stripped[:20].decode("utf-8", "replace")
+        raise InputError(f"{path}: {line_column(path, skipped + len(head) - len(stripped))}: expected {expected}, "
+                         f"found {found!r}")
+    handle.seek(0)
+
+
+def check_skeleton(path: Path, handle, spans: list, end: int, size: int, tail: str) -> None:
+    """The file up to ``end`` with every value replaced by 0, and ``tail``, is a JSON object with nothing after it:
+    Python's json reads this skeleton, and its errors are placed back in the file."""
+    pieces, at = [], 0  # (start in the skeleton, start in the file, text)
+    for start, stop in [*spans, (end, end)]:
+        handle.seek(at)
+        text = handle.read(start - at).decode("utf-8", "replace") + ("0" if start < end else tail)
+        pieces.append((sum(len(p[2]) for p in pieces), at, text))
+        at = stop
+    skeleton = "".join(p[2] for p in pieces)
+    try:
+        json.loads(skeleton, object_pairs_hook=lambda pairs: _warn_repeated_top_key(path, pairs))
+    except json.JSONDecodeError as exc:  # an unterminated string runs to the end
+        at = len(skeleton) if exc.msg.startswith("Unterminated string") else exc.pos
+        skeleton_at, file_at, text = next(p for p in reversed(pieces) if p[0] <= at)
+        offset = min(file_at + len(text[:at - skeleton_at].encode()), size)
+        message = ("unexpected text after the top-level object" if exc.msg == "Extra data"
+                   else "the file ends inside its top-level object (truncated?)" if offset == size
+                   else f"not valid JSON ({exc.msg})")
+        raise InputError(f"{path}: {line_column(path, offset)}: {message}") from None
+
+
+def _warn_repeated_top_key(path: Path, pairs: list) -> dict:
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        warnings.warn(f"{path}: top-level key(s) {', '.join(map(repr, repeated))} appear more than once; the last "
+                      "value is used, as pycocotools (Python's json) does", InputWarning, stacklevel=2)
+    return dict(pairs)
+
+
+def diagnose_list_end(path: Path, text: bytes, offset: int, after_value: bool) -> None:
+    """Raise the located error of a list's end that is not ']' and whitespace (``text``, at byte ``offset``)."""
+    piece = Piece(path, text, offset)
+    values, spans, _ = parse_values(piece, closing=True, after_value=after_value)
+    for value, (at, _) in zip(values, spans):
+        if not isinstance(value, dict):
+            raise piece.error(at, "expected an object")
+    raise InputError(f"{path}: {line_column(path, offset + len(text))}: not a well-formed JSON list")
