@@ -15,8 +15,10 @@ import polars as pl
 
 from evalengine import schema
 from evalengine.errors import InputError, InputWarning, first_line
+from evalengine.io.json_read import read_json_list
 from evalengine.io.json_scan import list_sample, read_span, top_level_values
-from evalengine.io.validate import check_boxes, listed, read_json, require, split_bbox, unique
+from evalengine.io.json_text import Piece, line_column, parse_values
+from evalengine.io.validate import check_boxes, integers, listed, require, split_bbox, unique
 
 _ANNOTATION = pl.Struct(
     {
@@ -30,6 +32,9 @@ _ANNOTATION = pl.Struct(
     }
 )
 RESULT_FIELDS = {"image_id": pl.Int64, "category_id": pl.Int64, "bbox": pl.List(pl.Float64), "score": pl.Float64}
+# the fields of images and categories the store types itself (others are kept with the type their values have)
+_IMAGE_FIELDS = {"id": pl.Int64, "width": pl.Int64, "height": pl.Int64, "file_name": pl.String}
+_CATEGORY_FIELDS = {"id": pl.Int64, "name": pl.String, "supercategory": pl.String}
 
 
 @dataclass(frozen=True)
@@ -49,13 +54,13 @@ def _with_id(frame: pl.DataFrame, path: Path, what: str, table_schema: dict) -> 
     """
     id_column = f"{what}_id"
     if "id" not in frame.columns:
-        if frame.height:
-            raise InputError(f"{path}: {what}s have no field 'id'")
         frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("id"))
     own = {id_column, "shard"} & set(table_schema)  # columns the store fills itself
-    frame = frame.rename({c: _stored_name(c, own) for c in frame.columns})
-    frame = frame.with_row_index("row")
+    frame = frame.rename(_stored_names(frame.columns, own, path, f"{what}s"))
+    frame = frame.with_row_index("row", offset=1)
     require(frame, ["id"], path, f"{what} at position", pl.col("row"))
+    integral = [c for c, t in table_schema.items() if t == pl.Int64 and c in frame.columns and c != id_column]
+    frame = integers(frame, ["id", *integral], path, f"{what} at position", pl.col("row"))
     frame = frame.drop("row").rename({"id": id_column})
     try:
         frame = frame.with_columns(
@@ -63,7 +68,7 @@ def _with_id(frame: pl.DataFrame, path: Path, what: str, table_schema: dict) -> 
              for c, t in table_schema.items() if c != "shard"]
         )
     except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: {what} fields of an unexpected type ({first_line(exc)})") from exc
+        raise InputError(f"{path}: {what} fields of an unexpected type ({first_line(exc)})") from None
     unique(frame, id_column, path, what)
     first = [c for c in table_schema if c != "shard"]
     return frame.select(first + [c for c in frame.columns if c not in first])
@@ -83,17 +88,25 @@ def read_coco_gt(path) -> CocoDataset:
         if key not in spans:
             raise InputError(f"{path}: missing the top-level list '{key}'")
 
-    def parse(key, fields=None):
-        start, end = spans[key]
-        return read_json(path, fields, source=read_span(path, (start, end)), offset=start)
-
-    images = _with_id(parse("images"), path, "image", schema.IMAGES)
-    categories = _with_id(parse("categories"), path, "category", schema.CATEGORIES).sort("category_id")
+    for key, span in spans.items():  # the values not read below are JSON too (pycocotools reads them all)
+        if key in ("images", "annotations", "categories"):
+            continue
+        text = read_span(path, span)
+        if len(parse_values(Piece(path, text, span[0]), where=False)[0]) != 1:
+            at = span[0] + len(text) - len(text.lstrip())
+            raise InputError(f"{path}: {line_column(path, at)}: expected a value for '{key}'")
+    images = _with_id(read_json_list(path, _IMAGE_FIELDS, spans["images"], "image", infer=True), path, "image",
+                      schema.IMAGES)
+    categories = _with_id(read_json_list(path, _CATEGORY_FIELDS, spans["categories"], "category", infer=True),
+                          path, "category", schema.CATEGORIES).sort("category_id")
+    if not categories.height:
+        raise InputError(f"{path}: 'categories' is empty, so there is nothing to evaluate (pycocotools would report "
+                         "-1 for every metric)")
     extra = _extra_annotation_fields(path, spans["annotations"])
-    gt = (parse("annotations", {**_ANNOTATION.to_schema(), **extra})
-          .rename({name: _stored_name(name, _GT_OWN) for name in extra})
+    gt = (read_json_list(path, {**_ANNOTATION.to_schema(), **extra}, spans["annotations"], "annotation")
+          .rename(_stored_names(extra, _GT_OWN, path, "annotations"))
           .with_row_index("gt_order").with_columns(pl.col("gt_order").cast(pl.Int64)))
-    require(gt, ["id"], path, "annotation at position", pl.col("gt_order"))
+    require(gt, ["id"], path, "annotation at position", pl.col("gt_order") + 1)
     unique(gt, "id", path, "annotation")
     ann = pl.col("id")
     require(gt, ["image_id", "category_id"], path, "annotation", ann)
@@ -136,7 +149,7 @@ def read_coco_gt(path) -> CocoDataset:
         (pl.col("iscrowd").fill_null(0) != 0).alias("iscrowd"),
         (pl.col("ignore") != 0).alias("ignore"),
         "gt_order",
-        *[_stored_name(name, _GT_OWN) for name in extra],
+        *_stored_names(extra, _GT_OWN, path, "annotations").values(),
     )
     gt = gt.with_columns([pl.col(c).cast(t) for c, t in schema.GT.items()])
     return CocoDataset(images=images, categories=categories, gt=gt)
@@ -150,8 +163,12 @@ def _extra_annotation_fields(path: Path, span: tuple) -> dict:
     the first annotations. Nested fields (``segmentation``, ``keypoints``, …) are not stored yet."""
     known = set(_ANNOTATION.to_schema()) | {"segmentation", "keypoints", "num_keypoints"}
     types = {}
-    for ann in json.loads(list_sample(path, span)):
-        for name, value in ann.items():
+    try:
+        sample = json.loads(list_sample(path, span))
+    except ValueError:  # malformed: the reader says where
+        sample = []
+    for ann in sample:
+        for name, value in ann.items() if isinstance(ann, dict) else ():
             if name not in known and value is not None:
                 types.setdefault(name, set()).add(type(value))
     fields = {}
@@ -166,6 +183,12 @@ def _extra_annotation_fields(path: Path, span: tuple) -> dict:
 _GT_OWN = set(schema.GT) | {"shard"}
 
 
-def _stored_name(name: str, own: set) -> str:
-    """A source field named like one of the store's own columns (``own``) is kept as ``source_<name>``."""
-    return f"source_{name}" if name in own else name
+def _stored_names(names, own: set, path: Path, what: str) -> dict:
+    """``{name: stored name}``: a source field named like one of the store's own columns (``own``) is kept as
+    ``source_<name>``, unless the source has that field too."""
+    renamed = {name: f"source_{name}" if name in own else name for name in names}
+    clash = sorted(set(renamed.values()) & (set(names) - own) & {f"source_{name}" for name in own})
+    if clash:
+        raise InputError(f"{path}: the {what} have both '{clash[0].removeprefix('source_')}' (a name the store uses, "
+                         f"kept as '{clash[0]}') and '{clash[0]}'")
+    return renamed

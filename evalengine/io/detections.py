@@ -3,8 +3,12 @@
 Formats (by extension):
 
 - ``.json``: a COCO result file (a JSON list of objects), parsed in chunks of whole objects;
-- ``.jsonl`` / ``.ndjson``: one detection object per line, streamed;
+- ``.jsonl`` / ``.ndjson``: one detection object per line, streamed in chunks of whole lines;
 - ``.parquet``: streamed by record batch.
+
+JSON is read as pycocotools reads it (:mod:`evalengine.io.json_read`); in every format ids must be integers (an
+integral float such as ``2.0`` is one) and scores and boxes finite numbers, and every error names the detection's
+1-based position (and, in JSON, its line and column).
 
 Columns: ``image_id, category_id, score`` and either ``bbox`` (a list ``[x, y, w, h]``) or four columns
 ``x, y, w, h``. As pycocotools ``loadRes``: a detection's id is its 1-based position in the file,
@@ -13,6 +17,7 @@ from the ground truth are kept (the store loses nothing) but warned about, since
 like pycocotools, leaves them out.
 """
 
+import json
 import os
 import warnings
 from collections import deque
@@ -26,8 +31,10 @@ import pyarrow.parquet as pq
 
 from evalengine.errors import InputError, InputWarning, first_line
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
-from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks
-from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, read_json_objects, require, split_bbox
+from evalengine.io.json_read import read_json_objects
+from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks, jsonl_chunks
+from evalengine.io.json_text import TextError
+from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet")
 BATCH_ROWS = 1_000_000
@@ -46,7 +53,12 @@ def _format(path: Path) -> str:
 def count_rows(path) -> int | None:
     """Number of detections if the file says so without being read (Parquet), else None."""
     path = Path(path)
-    return pq.ParquetFile(path).metadata.num_rows if _format(path) == ".parquet" else None
+    if _format(path) != ".parquet":
+        return None
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from None
 
 
 def estimate_rows(path) -> int:
@@ -76,7 +88,7 @@ def prefetch(path) -> Future | None:
     if not (path.is_file() and path.suffix.lower() == ".json" and path.stat().st_size <= CHUNK_BYTES):
         return None
     pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(lambda: list(parsed_in_parallel(path, RESULT_FIELDS)))
+    future = pool.submit(lambda: list(parsed_in_parallel(path, RESULT_FIELDS, "detection")))
     pool.shutdown(wait=False)
     return future
 
@@ -86,55 +98,72 @@ def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) 
     if prefetched is not None:
         yield from prefetched.result()
     elif kind == ".json":
-        yield from parsed_in_parallel(path, RESULT_FIELDS)
+        yield from parsed_in_parallel(path, RESULT_FIELDS, "detection")
     elif kind == ".parquet":
         try:  # Polars' streaming reader decodes on every core (pyarrow's batch iterator on one: 2.5x slower)
             lazy = pl.scan_parquet(path)
             columns = _columns(path, lazy.collect_schema().names())
             yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
         except (pl.exceptions.PolarsError, OSError) as exc:
-            raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from exc
+            raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from None
     else:
-        try:
-            lazy = pl.scan_ndjson(path, infer_schema_length=1000)
-            columns = _columns(path, lazy.collect_schema().names())
-            yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
-        except pl.exceptions.PolarsError as exc:
-            raise InputError(f"{path}: not a valid JSON Lines detection file ({first_line(exc)})") from exc
+        columns = _columns(path, json_lines_keys(path))
+        fields = {c: RESULT_FIELDS.get(c, pl.Float64) for c in columns}
+        yield from parsed_in_parallel(path, fields, "detection", lines=True)
 
 
-def parsed_in_parallel(path: Path, fields: dict) -> Iterator[pl.DataFrame]:
-    """The chunks of a COCO result file (its ``fields``), parsed on all cores (Polars releases the GIL), in file order.
+def json_lines_keys(path: Path, n_lines: int = 1000) -> list:
+    """The keys of the objects on the first lines of a JSON Lines file (a malformed line ends the sample: the reader
+    reports it)."""
+    keys = {}
+    with open(path, "rb") as handle:
+        for _, line in zip(range(n_lines), handle):
+            try:
+                value = json.loads(line) if line.strip() else {}
+            except ValueError:
+                break
+            keys.update(dict.fromkeys(value if isinstance(value, dict) else ()))
+    return list(keys)
+
+
+def parsed_in_parallel(path: Path, fields: dict, what: str, lines: bool = False) -> Iterator[pl.DataFrame]:
+    """The chunks of a COCO result file (``lines``: a JSON Lines file) as frames of its ``fields``, parsed on all
+    cores (Polars releases the GIL), in file order; an error names the ``what`` (detection, …) by its position.
 
     At most one chunk per core is held at once, so memory stays bounded by the chunk size."""
     workers = os.cpu_count() or 1
+    n_rows = 0
+
+    def result(future: Future) -> pl.DataFrame:
+        nonlocal n_rows
+        try:
+            frame = future.result()
+        except TextError as exc:
+            raise exc.of_object(what, n_rows) from None
+        n_rows += frame.height
+        return frame
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending = deque()
-        for offset, text in json_list_chunks(path):
-            pending.append(pool.submit(read_json_objects, path, fields, text, offset))
+        for offset, text in (jsonl_chunks if lines else json_list_chunks)(path):
+            pending.append(pool.submit(read_json_objects, path, fields, text, offset, lines))
             if len(pending) >= workers:
-                yield pending.popleft().result()
+                yield result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield result(pending.popleft())
 
 
 def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset) -> pl.DataFrame:
     """Validate one batch and bring it to :data:`evalengine.schema.DT`."""
     frame = raw.with_row_index("det_id", offset=offset + 1).with_columns(pl.col("det_id").cast(pl.Int64))
-    row = pl.col("det_id") - 1
+    row = pl.col("det_id")
     what = "detection at position"
     require(frame, [c for c in ("image_id", "category_id", "score", "bbox") if c in frame.columns] +
             [c for c in BOX_COLUMNS if c in frame.columns], path, what, row)
     if "bbox" in frame.columns:
-        frame = frame.with_columns(pl.col("bbox").cast(pl.List(pl.Float64)))
         frame = split_bbox(frame, path, what, row)
-    try:
-        frame = frame.with_columns(
-            pl.col("image_id", "category_id").cast(pl.Int64),
-            pl.col("score", *BOX_COLUMNS).cast(pl.Float64),
-        )
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: image_id and category_id must be integers, score and boxes numbers ({exc})") from exc
+    frame = integers(frame, ["image_id", "category_id"], path, what, row)
+    frame = numbers(frame, ["score", *BOX_COLUMNS], path, what, row)
     check_boxes(frame, path, what, row)
     bad = frame.filter(~pl.col("score").is_finite())
     if bad.height:
@@ -157,13 +186,16 @@ def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS,
     # shut down from whatever thread happens to collect it
     with closing(_raw_batches(path, batch_rows, prefetched)) as raw_batches:
         for raw in raw_batches:
+            if not raw.height:  # an empty list (or chunk) is no batch
+                continue
             batch = _normalise(raw, path, n_rows, dataset)
             n_rows += raw.height
             for cat, count in batch.filter(~pl.col("category_id").is_in(known)).get_column("category_id").value_counts().iter_rows():
                 unknown[cat] = unknown.get(cat, 0) + count
             yield batch
     if n_rows == 0:
-        raise InputError(f"{path}: the result list is empty (pycocotools cannot evaluate it either)")
+        raise InputError(f"{path}: the result list is empty (pycocotools cannot evaluate it either)"
+                         if path.suffix.lower() == ".json" else f"{path}: the file holds no detections")
     if unknown:
         warnings.warn(
             f"{path}: {sum(unknown.values())} detections have category_id {listed(sorted(unknown))}, not in the "

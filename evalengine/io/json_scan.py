@@ -5,10 +5,18 @@ A numba scanner walks the bytes block by block, tracking nesting depth and strin
 - ``json_list_chunks`` splits a top-level list (a COCO result file) into chunks of whole objects,
   each parsed on its own, so that a result file of any size needs memory for one chunk only (its scanner
   looks up each byte's class in a table and records only where the block's last whole object ends);
+- ``jsonl_chunks`` splits a JSON Lines file at line ends;
 - ``top_level_values`` finds the text of each value of a top-level object (``images``,
-  ``annotations``, …), so that each list is parsed with a schema of its own.
+  ``annotations``, …), so that each list is parsed with a schema of its own;
+- ``repeated_key`` finds a key given twice in one object (Polars' reader keeps the first value, Python's json —
+  pycocotools' reader — the last), unless ``colons`` already shows that every key is one that was read; ``compact``
+  drops the whitespace between tokens, so that a pretty-printed list is read as JSON Lines too.
+
+The structure around the values is checked too (a BOM, a missing ']' or '}', text after the end), by
+:mod:`evalengine.io.json_text`, which locates every error by line and column.
 """
 
+import mmap
 import os
 from pathlib import Path
 from typing import Iterator
@@ -17,6 +25,7 @@ import numba
 import numpy as np
 
 from evalengine.errors import InputError
+from evalengine.io.json_text import check_skeleton, check_start, diagnose_list_end, line_column
 
 CHUNK_BYTES = 64 * 2**20
 
@@ -29,6 +38,10 @@ _BYTE_CLASS[[ord('"'), ord("\\"), ord("{"), ord("["), ord("}"), ord("]")]] = [
     _QUOTE, _BACKSLASH, _OPENS, _OPENS, _OBJECT_CLOSES, _LIST_CLOSES]
 _STRUCTURE_CLASS = _BYTE_CLASS.copy()  # and the separators, for the events at depth 1
 _STRUCTURE_CLASS[[ord(":"), ord(",")]] = [_COLON, _COMMA]
+_SPACE = 8
+_COMPACT_CLASS = _BYTE_CLASS.copy()  # and the whitespace, which :func:`compact` drops outside strings
+_COMPACT_CLASS[[ord(" "), ord("\t"), ord("\r"), ord("\n")]] = _SPACE
+_MAX_KEYS = 64  # keys per object compared by :func:`repeated_key`; an object with more is read by Python's json
 
 
 # what one structural byte did
@@ -105,23 +118,105 @@ def _last_element_end(block, state, byte_class) -> int:
     return int(last[0, 0]) if last.shape[0] else -1
 
 
+@numba.njit(cache=True, nogil=True)
+def _repeated_key(text, byte_class) -> int:
+    """Position of the first string at depth 1 of a sequence of JSON objects that equals an earlier one of its object
+    — a key given twice, or a string value equal to a key (a false alarm: the reader that follows is exact) — or
+    -1. An object with more than :data:`_MAX_KEYS` strings counts as repeating."""
+    depth, in_string, escaped = 0, 0, 0
+    starts, lengths = np.empty(_MAX_KEYS, np.int64), np.empty(_MAX_KEYS, np.int64)
+    n, start = 0, 0
+    for i in range(text.shape[0]):
+        cls = byte_class[text[i]]
+        if cls == 0:
+            escaped = 0
+            continue
+        depth, in_string, escaped, did = _step(cls, depth, in_string, escaped)
+        if depth != 1:
+            continue
+        if did == _NESTS:
+            n = 0
+        elif did == _STRING_OPENS:
+            start = i + 1
+        elif did == _STRING_CLOSES:
+            length = i - start
+            for k in range(n):
+                if lengths[k] == length and (text[starts[k]:starts[k] + length] == text[start:i]).all():
+                    return start - 1
+            if n == _MAX_KEYS:
+                return start - 1
+            starts[n], lengths[n] = start, length
+            n += 1
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _count(text, byte) -> int:
+    n = 0
+    for i in range(text.shape[0]):
+        n += text[i] == byte
+    return n
+
+
+def colons(text: bytes) -> int:
+    """How many ':' the text holds: one per key of its objects, plus any inside strings (a vectorised count, ~6x
+    cheaper than :func:`repeated_key`)."""
+    return int(_count(np.frombuffer(text, np.uint8), ord(":")))
+
+
+def repeated_key(text: bytes) -> int:
+    """Where a sequence of JSON objects (a chunk of a list, without its brackets, or of JSON Lines) may repeat a key
+    in one object, or -1 (see :func:`_repeated_key`)."""
+    return int(_repeated_key(np.frombuffer(text, np.uint8), _BYTE_CLASS))
+
+
+@numba.njit(cache=True, nogil=True)
+def _compact(text, byte_class):
+    depth, in_string, escaped = 0, 0, 0
+    out = np.empty_like(text)
+    n, token, space = 0, False, False
+    for i in range(text.shape[0]):
+        byte = text[i]
+        cls = byte_class[byte]
+        if cls == _SPACE and not in_string:
+            space = token  # after a number or a literal, whitespace separates it from what follows
+            continue
+        if space:
+            out[n] = 32
+            n += 1
+            space = False
+        out[n] = byte
+        n += 1
+        if cls == 0 or cls == _SPACE:
+            escaped = 0
+            token = not in_string and byte != 44 and byte != 58  # not ',' nor ':'
+            continue
+        depth, in_string, escaped, did = _step(cls, depth, in_string, escaped)
+        token = False
+    return out[:n]
+
+
+def compact(text: bytes) -> bytes:
+    """``text`` without the whitespace outside its strings, but for one space after a number or a literal, which keeps
+    it apart from what follows (``4 2`` stays two tokens)."""
+    return _compact(np.frombuffer(text, np.uint8), _COMPACT_CLASS).tobytes()
+
+
 def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
-    """``{key: (start, end)}``: the byte span of each value of the file's top-level JSON object."""
+    """``{key: (start, end)}``: the byte span of each value of the file's top-level JSON object (the last of a
+    repeated key, as Python's json). The text around the values is checked to be a well-formed object, with nothing
+    after it."""
     with open(path, "rb") as handle:
-        if not handle.read(1024).lstrip().startswith(b"{"):
-            raise InputError(f"{path}: expected a JSON object (a COCO ground-truth file)")
-        handle.seek(0)
+        check_start(path, handle, b"{", "a JSON object (a COCO ground-truth file)")
         state = np.zeros(3, np.int64)
-        events, offset = [], 0
+        events, size = [], 0
         while block := handle.read(block_bytes):
-            events.append(_events(np.frombuffer(block, np.uint8), state, offset, _STRUCTURE_CLASS))
-            offset += len(block)
-        if state[0] != 0 or state[1]:
-            raise InputError(f"{path}: not a valid COCO JSON file (it ends inside an object, a list or a string)")
+            events.append(_events(np.frombuffer(block, np.uint8), state, size, _STRUCTURE_CLASS))
+            size += len(block)
         events = np.concatenate(events) if events else np.empty((0, 2), np.int64)
-        spans, key, value_start = {}, None, None
+        spans, key, value_start, closed = {}, None, None, False
         for i, (position, kind) in enumerate(events):
-            if kind == KEY_OPENS and value_start is None:
+            if kind == KEY_OPENS and value_start is None and i + 1 < len(events):
                 handle.seek(position + 1)
                 key = handle.read(events[i + 1][0] - position - 1).decode("utf-8", "replace")
             elif kind == COLON:
@@ -129,6 +224,15 @@ def top_level_values(path: Path, block_bytes: int = CHUNK_BYTES) -> dict:
             elif kind in (COMMA, TOP_CLOSES) and value_start is not None:
                 spans[key] = (value_start, position)
                 key, value_start = None, None
+            if kind == TOP_CLOSES:
+                closed = True
+                break
+        # a file that ends inside a value is checked up to that value
+        check_skeleton(path, handle, sorted(spans.values()), size if closed or value_start is None else value_start,
+                        size, "" if closed or value_start is None else "0}")
+        if not closed:
+            raise InputError(f"{path}: {line_column(path, size)}: the file ends inside its top-level object "
+                             "(truncated?)")
         return spans
 
 
@@ -148,39 +252,62 @@ def list_sample(path: Path, span: tuple, n_objects: int = 1000, max_bytes: int =
 
 def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
     """``(offset, objects)`` pairs: ``objects`` holds the next whole objects of the file's top-level list and the
-    separators between them (no brackets, no leading comma), and ``offset`` is where it starts in the file. Each
-    chunk is copied once out of the blocks read; anything after the list's last object but its ']' is yielded
-    too, so that parsing it reports the error."""
+    separators between them (no brackets, no leading comma), and ``offset`` is where it starts in the file. The file
+    is mapped, scanned in blocks and each chunk copied once out of it. Objects must be separated by ',' and the list
+    closed by ']' with nothing but whitespace after it; otherwise Python's json reads the end of the file to say
+    where it goes wrong."""
     with open(path, "rb") as handle:
-        head = handle.read(1024).lstrip()
-        if not head.startswith(b"["):
-            raise InputError(f"{path}: expected a JSON list of detections (a COCO result file)")
-        handle.seek(0)
-        if os.fstat(handle.fileno()).st_size <= chunk_bytes:  # one chunk: the file as it is, no scan needed
-            text = handle.read()
-            start = _after(text, 0, b"[")
-            yield start, text[start:_before_close(text)]
-            return
-        state = np.zeros(3, np.int64)
-        carry, carry_at, separator = b"", 0, b"["  # text after the last whole object, where it starts, what follows
-        while block := handle.read(chunk_bytes):
-            end = _last_element_end(np.frombuffer(block, np.uint8), state, _BYTE_CLASS)
-            block_at = carry_at + len(carry)
-            if end < 0:  # an object longer than a block
-                carry += block
-                continue
-            at = _after(carry, 0, separator)
-            # the separator, or whitespace around it, may still lie ahead, at the block's start
-            block_from = _after(block, 0, b"" if separator in carry else separator) if at == len(carry) else 0
-            yield (carry_at + at if at < len(carry) else block_at + block_from,
-                   b"".join((carry[at:], memoryview(block)[block_from:end + 1])))
-            carry, carry_at, separator = block[end + 1:], block_at + end + 1, b","
-        at = _after(carry, 0, separator)
-        if carry[at:].strip() not in (b"]", b""):
-            yield carry_at + at, carry[at:_before_close(carry)]
+        check_start(path, handle, b"[", "a JSON list of detections (a COCO result file)")
+        size = os.fstat(handle.fileno()).st_size
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            start = _after(view, 0, b"[")
+            if size <= chunk_bytes:  # one chunk: the file as it is, no scan needed
+                close = _before_close(view)
+                if view[close:close + 1] != b"]" or close < start:
+                    diagnose_list_end(path, view[start:], start, after_value=False)
+                yield start, view[start:close]
+                return
+            state, at, last = np.zeros(3, np.int64), start, -1
+            for block_at in range(0, size, chunk_bytes):
+                end = _block_element_end(view, block_at, min(chunk_bytes, size - block_at), state)
+                if end < 0:  # an object longer than a block
+                    continue
+                last = block_at + end
+                yield at, view[at:last + 1]
+                at = _after(view, last + 1, b"")
+                if view[at:at + 1] == b",":
+                    at = _after(view, at + 1, b"")
+                elif view[at:at + 1] not in (b"]", b""):
+                    raise InputError(f"{path}: {line_column(path, at)}: expected ',' or ']' after an object, found "
+                                     f"{view[at:at + 1].decode('utf-8', 'replace')!r}")
+            tail_at = last + 1 if last >= 0 else start
+            if view[tail_at:].strip(_WHITESPACE) != b"]":
+                diagnose_list_end(path, view[tail_at:], tail_at, after_value=last >= 0)
 
 
-_WHITESPACE = b" \t\r\n"
+def _block_element_end(view, at: int, length: int, state) -> int:
+    """:func:`_last_element_end` of ``length`` bytes of the mapped file from ``at`` (the array is released on return,
+    so that the map can be closed)."""
+    return _last_element_end(np.frombuffer(view, np.uint8, length, at), state, _BYTE_CLASS)
+
+
+def jsonl_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
+    """``(offset, lines)`` pairs: the next whole lines of a JSON Lines file (a last line without its line end
+    included) and where they start in the file; the file is mapped and each chunk copied once out of it."""
+    with open(path, "rb") as handle:
+        check_start(path, handle, b"", "JSON Lines")
+        size = os.fstat(handle.fileno()).st_size
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            at = 0
+            while at < size:
+                end = size if at + chunk_bytes >= size else view.rfind(b"\n", at, at + chunk_bytes) + 1
+                if end == 0:  # a line longer than a chunk
+                    end = view.find(b"\n", at + chunk_bytes) + 1 or size
+                yield at, view[at:end]
+                at = end
+
+
+_WHITESPACE = b" \t\r\n"  # JSON's whitespace
 
 
 def _after(text: bytes, at: int, separator: bytes) -> int:

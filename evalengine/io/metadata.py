@@ -5,9 +5,10 @@ from pathlib import Path
 
 import polars as pl
 
+from evalengine import schema
 from evalengine.errors import InputError, first_line
 from evalengine.io.coco import CocoDataset
-from evalengine.io.validate import listed
+from evalengine.io.validate import integers, listed
 
 
 def read_image_metadata(path) -> pl.DataFrame:
@@ -15,19 +16,22 @@ def read_image_metadata(path) -> pl.DataFrame:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
-        frame = pl.read_parquet(path) if path.suffix.lower() == ".parquet" else pl.read_csv(path)
+        parquet = path.suffix.lower() == ".parquet"
+        frame = pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"{path}: not a readable CSV or Parquet table ({first_line(exc)})") from exc
+        raise InputError(f"{path}: not a readable CSV or Parquet table ({first_line(exc)})") from None
     if "image_id" not in frame.columns:
         raise InputError(f"{path}: no 'image_id' column (found {', '.join(frame.columns)})")
-    try:
-        return frame.with_columns(pl.col("image_id").cast(pl.Int64))
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: 'image_id' must hold integers") from exc
+    frame = frame.with_row_index("__evalengine_row", offset=1)
+    missing = frame.filter(pl.col("image_id").is_null())
+    if missing.height:
+        raise InputError(f"{path}: row {listed(missing.get_column('__evalengine_row'))}: no 'image_id'")
+    return integers(frame, ["image_id"], path, "row", pl.col("__evalengine_row")).drop("__evalengine_row")
 
 
 def with_image_metadata(dataset: CocoDataset, path) -> CocoDataset:
-    """``dataset`` with the table's columns added to its images; every row must name a known image, once."""
+    """``dataset`` with the table's columns added to its images; every row must name a known image, once, and no
+    column may take the name of one the images table has (the store's own, such as ``shard``, included)."""
     meta = read_image_metadata(path)
     path = Path(path)
     dup = meta.filter(pl.col("image_id").is_duplicated()).get_column("image_id").unique().sort()
@@ -36,7 +40,8 @@ def with_image_metadata(dataset: CocoDataset, path) -> CocoDataset:
     unknown = meta.filter(~pl.col("image_id").is_in(dataset.images.get_column("image_id").implode()))
     if unknown.height:
         raise InputError(f"{path}: image_id {listed(unknown.get_column('image_id'))} not in the ground truth's images")
-    clash = [c for c in meta.columns if c != "image_id" and c in dataset.images.columns]
+    taken = set(dataset.images.columns) | set(schema.IMAGES)
+    clash = [c for c in meta.columns if c != "image_id" and c in taken]
     if clash:
         raise InputError(f"{path}: column(s) {', '.join(clash)} already exist in the images table; rename them")
     images = dataset.images.join(meta, on="image_id", how="left", maintain_order="left")

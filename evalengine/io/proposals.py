@@ -30,8 +30,8 @@ from evalengine import schema
 from evalengine.schema import from_pixel_inclusive
 from evalengine.errors import InputError, check_option, first_line
 from evalengine.io.coco import RESULT_FIELDS
-from evalengine.io.detections import BATCH_ROWS, parsed_in_parallel
-from evalengine.io.validate import BOX_COLUMNS, check_boxes, listed, require, split_bbox
+from evalengine.io.detections import BATCH_ROWS, json_lines_keys, parsed_in_parallel
+from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".csv")
 BOX_CONVENTIONS = ("continuous", "pixel-inclusive")
@@ -56,20 +56,37 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
     if suffix not in FORMATS:
         raise InputError(f"{path}: unknown proposal format '{suffix}' (expected one of {', '.join(FORMATS)} "
                          "or a folder of .npz files)")
+    if suffix in (".json", ".jsonl", ".ndjson"):
+        lines = suffix != ".json"
+        columns = _columns(path, json_lines_keys(path)) if lines else list(RESULT_FIELDS)
+        yield from parsed_in_parallel(path, {c: RESULT_FIELDS.get(c, pl.Float64) for c in columns}, "proposal", lines)
+        return
+    types = None
     try:
-        if suffix == ".json":
-            yield from parsed_in_parallel(path, RESULT_FIELDS)
-        elif suffix == ".parquet":
+        if suffix == ".parquet":
             file = pq.ParquetFile(path)
             columns = _columns(path, file.schema_arrow.names)
             for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
                 yield pl.from_arrow(batch)
         else:
-            lazy = (pl.scan_csv(path) if suffix == ".csv" else pl.scan_ndjson(path, infer_schema_length=1000))
-            columns = _columns(path, lazy.collect_schema().names())
-            yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
+            lazy = pl.scan_csv(path, infer_schema_length=10_000)
+            types = lazy.collect_schema()
+            yield from lazy.select(_columns(path, types.names())).collect_batches(chunk_size=batch_rows)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise InputError(f"{path}: not a readable proposal file ({first_line(exc)})") from exc
+        if types is not None:  # a CSV value unlike the first rows' (their types were inferred): find it
+            _csv_value_error(path, types)
+        raise InputError(f"{path}: not a readable proposal file ({first_line(exc)})") from None
+
+
+def _csv_value_error(path: Path, types) -> None:
+    """Raise the located error of the first CSV value, read as text, that is not of its column's inferred type."""
+    text = pl.read_csv(path, infer_schema=False).with_row_index("_position", offset=1)
+    for column, dtype in types.items():
+        bad = text.filter(pl.col(column).is_not_null() & pl.col(column).cast(dtype, strict=False).is_null())
+        if bad.height:
+            kind = "an integer" if dtype.is_integer() else "a number" if dtype.is_numeric() else str(dtype)
+            raise InputError(f"{path}: proposal at position {bad['_position'][0]}: '{column}' is "
+                             f"{bad[column][0]!r}, not {kind} (as the rows before)")
 
 
 def _npz_batches(folder: Path, images: pl.DataFrame) -> Iterator[pl.DataFrame]:
@@ -88,10 +105,14 @@ def _npz_batches(folder: Path, images: pl.DataFrame) -> Iterator[pl.DataFrame]:
             raise InputError(f"{file}: no image with id or file name '{stem}' in the ground truth")
         try:
             with np.load(file) as data:
-                boxes = np.asarray(data["boxes"], dtype=np.float64)
-                scores = np.asarray(data["scores"], dtype=np.float64) if "scores" in data else None
-        except (OSError, ValueError, KeyError) as exc:
-            raise InputError(f"{file}: not a proposal .npz with an array 'boxes' ({exc})") from exc
+                boxes, scores = data["boxes"], data["scores"] if "scores" in data else None
+        except (OSError, ValueError, KeyError, EOFError) as exc:
+            raise InputError(f"{file}: not a proposal .npz with an array 'boxes' ({first_line(exc)})") from None
+        for name, array in (("boxes", boxes), ("scores", scores)):
+            if array is not None and array.dtype.kind not in "iuf":
+                raise InputError(f"{file}: '{name}' must hold numbers, not {array.dtype}")
+        boxes = boxes.astype(np.float64)
+        scores = None if scores is None else scores.astype(np.float64)
         if boxes.ndim != 2 or boxes.shape[1] != 4:
             raise InputError(f"{file}: 'boxes' must have shape (n, 4) as x1, y1, x2, y2, got {boxes.shape}")
         if scores is not None and scores.shape != (boxes.shape[0],):
@@ -108,11 +129,11 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, image_ids: pl.Series,
     what = "proposal at position"
     require(frame, [c for c in ("image_id", "bbox", *CORNERS) if c in frame.columns], path, what, row)
     if "bbox" in frame.columns:
-        frame = split_bbox(frame.with_columns(pl.col("bbox").cast(pl.List(pl.Float64))), path, what, row)
+        frame = split_bbox(frame, path, what, row)
         if box_convention == "pixel-inclusive":
             frame = frame.with_columns(pl.col("x", "y") - 1.0)
     else:
-        frame = frame.with_columns(pl.col(CORNERS).cast(pl.Float64))
+        frame = numbers(frame, CORNERS, path, what, row)
         corners = [pl.col(c) for c in CORNERS]
         if box_convention == "pixel-inclusive":
             x, y, w, h = from_pixel_inclusive(*corners)
@@ -121,11 +142,8 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, image_ids: pl.Series,
         frame = frame.with_columns(x=x, y=y, w=w, h=h)
     frame = frame.with_columns([pl.lit(None, dtype=schema.PROPOSALS_RAW[c]).alias(c)
                                 for c in ("score", "category_id") if c not in frame.columns])
-    try:
-        frame = frame.with_columns(pl.col("image_id", "category_id").cast(pl.Int64),
-                                   pl.col("score", *BOX_COLUMNS).cast(pl.Float64))
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: image_id must be an integer, score and boxes numbers ({exc})") from exc
+    frame = integers(frame, ["image_id", "category_id"], path, what, row)
+    frame = numbers(frame, ["score", *BOX_COLUMNS], path, what, row)
     check_boxes(frame, path, what, row)
     bad = frame.filter(pl.col("score").is_not_null() & ~pl.col("score").is_finite())
     if bad.height:
@@ -151,7 +169,8 @@ def iter_proposals(path, images: pl.DataFrame, box_convention: str = "continuous
     # shut down from whatever thread happens to collect it
     with closing(raw_batches):
         for raw in raw_batches:
-            yield _normalise(raw, path, n_rows, image_ids, box_convention)
-            n_rows += raw.height
+            if raw.height:  # an empty list (or chunk) is no batch
+                yield _normalise(raw, path, n_rows, image_ids, box_convention)
+                n_rows += raw.height
     if n_rows == 0:
         raise InputError(f"{path}: no proposals")

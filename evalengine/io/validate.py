@@ -1,80 +1,25 @@
-"""Shared checks of input tables; every message names the file and the offending ids or rows."""
+"""Shared checks of input tables; every message names the file and the offending ids or rows (1-based positions).
 
-import io
-import re
+Types are checked before values are cast, so that no cast changes a value: ids must be integers (an integral float
+such as ``2.0`` is one, as pycocotools compares ids with ``==``; ``2.7`` is not, and is never truncated), numbers
+must be numbers (not strings, booleans or lists), and boxes hold four finite numbers, none null.
+"""
+
 from pathlib import Path
 
 import polars as pl
 
-from evalengine.errors import InputError, first_line
-from evalengine.io.json_scan import list_body
+from evalengine.errors import InputError
 
 SHOWN = 5  # how many offending ids a message lists
 BOX_COLUMNS = ("x", "y", "w", "h")
+_INT64_MAX = 2**63 - 1
 
 
 def listed(values) -> str:
     values = list(values)
     more = f" and {len(values) - SHOWN} more" if len(values) > SHOWN else ""
     return ", ".join(str(v) for v in values[:SHOWN]) + more
-
-
-def read_json(path: Path, json_schema: dict | None, source=None, offset: int = 0) -> pl.DataFrame:
-    """Parse JSON with a fixed schema (unlisted fields are skipped; None infers it from every row), or raise
-    a located InputError.
-
-    ``source`` (bytes) is parsed instead of the file when given; ``offset`` is where its text starts in
-    the file, so that an error still points at the file's own text. A list with a schema goes through
-    :func:`read_json_objects`.
-    """
-    if source is None and not path.is_file():
-        raise InputError(f"{path}: no such file")
-    body = list_body(source) if json_schema is not None and source is not None else None
-    if body is not None:
-        start, end = body
-        return read_json_objects(path, json_schema, source[start:end], offset + start)
-    return _read_json_list(path, json_schema, source, offset)
-
-
-def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int) -> pl.DataFrame:
-    """The whole objects of a JSON list and the commas between them (its text without the brackets, as
-    :func:`evalengine.io.json_scan.json_list_chunks` yields it), ``offset`` being where they start in the file.
-
-    One-line objects are parsed as JSON Lines, on every core (a list parses on one); a separator inside a
-    string leaves that line unterminated, so a wrong split fails to parse rather than misreads. Anything
-    else, or an error, is parsed as the list, whose errors point at the file's text."""
-    if objects and not objects.isspace():
-        for separator in (b"},{", b"}, {"):
-            if separator in objects:
-                lines = objects.replace(separator, b"}\n{")
-                break
-        else:
-            lines = objects  # one object, or objects on lines of their own
-        try:
-            return pl.read_ndjson(io.BytesIO(lines), schema=json_schema)
-        except (pl.exceptions.PolarsError, ValueError):
-            pass
-    return _read_json_list(path, json_schema, b"[" + objects + b"]", offset - 1)
-
-
-def _read_json_list(path: Path, json_schema: dict | None, source, offset: int) -> pl.DataFrame:
-    try:
-        return pl.read_json(path if source is None else io.BytesIO(source), schema=json_schema,
-                            infer_schema_length=None)
-    except (pl.exceptions.PolarsError, ValueError, OSError) as exc:
-        message = first_line(exc)
-        found = re.search(r"at character (\d+)", message)
-        where = _context(path, offset + int(found.group(1))) if found else ""
-        raise InputError(f"{path}: not a valid COCO JSON file of the expected shape ({message}){where}") from exc
-
-
-def _context(path: Path, at: int) -> str:
-    """The file's text around byte ``at``; NaN and Infinity (Python's json writes them) are named."""
-    with open(path, "rb") as handle:
-        handle.seek(max(at - 40, 0))
-        text = handle.read(80).decode("utf-8", "replace")
-    hint = " NaN and Infinity are not valid JSON numbers." if re.search(r"NaN|Infinity", text) else ""
-    return f" near: ...{text}...{hint}"
 
 
 def require(frame: pl.DataFrame, columns, path: Path, what: str, id_expr: pl.Expr) -> None:
@@ -91,21 +36,77 @@ def unique(frame: pl.DataFrame, column: str, path: Path, what: str) -> None:
         raise InputError(f"{path}: duplicate {what} id {listed(dup)}")
 
 
+def _reject(frame: pl.DataFrame, bad: pl.Expr, path: Path, what: str, id_expr: pl.Expr, column: str,
+            reason: str) -> None:
+    """A located error at the first row where ``bad`` holds, showing its value of ``column``."""
+    rows = frame.filter(bad.fill_null(False))
+    if rows.height:
+        first = rows.select(id_expr.alias("_id"), pl.col(column)).row(0)
+        more = f" (and {rows.height - 1} more rows)" if rows.height > 1 else ""
+        raise InputError(f"{path}: {what} {first[0]}: '{column}' is {first[1]!r}, {reason}{more}")
+
+
+def _unparsed(column: pl.Expr) -> pl.Expr:
+    """Non-null values of a non-numeric column that are not even the text of a number (else every non-null one)."""
+    as_number = column.cast(pl.String, strict=False).cast(pl.Float64, strict=False)
+    return pl.when((column.is_not_null() & as_number.is_null()).any()).then(
+        column.is_not_null() & as_number.is_null()).otherwise(column.is_not_null())
+
+
+def _numeric(dtype) -> bool:
+    return dtype == pl.Null or dtype.is_numeric()
+
+
+def integers(frame: pl.DataFrame, columns, path: Path, what: str, id_expr: pl.Expr) -> pl.DataFrame:
+    """``columns`` cast to Int64 once their values are known to be 64-bit integers."""
+    for column in columns:
+        dtype, value = frame.schema[column], pl.col(column)
+        if dtype.is_float() or dtype.is_decimal():
+            number = value.cast(pl.Float64)
+            _reject(frame, ~(number.is_finite() & (number == number.floor())), path, what, id_expr, column,
+                    "not an integer")
+            _reject(frame, number.abs() >= 2.0**63, path, what, id_expr, column, "outside the 64-bit integer range")
+        elif dtype == pl.UInt64:
+            _reject(frame, value > pl.lit(_INT64_MAX, pl.UInt64), path, what, id_expr, column,
+                    "outside the 64-bit integer range")
+        elif not (dtype == pl.Null or dtype.is_integer()):
+            _reject(frame, _unparsed(value), path, what, id_expr, column, "not an integer")
+    return frame.with_columns(pl.col(columns).cast(pl.Int64))
+
+
+def numbers(frame: pl.DataFrame, columns, path: Path, what: str, id_expr: pl.Expr) -> pl.DataFrame:
+    """``columns`` cast to Float64 once their type is known to be numeric (a bbox list: of numbers)."""
+    for column in columns:
+        dtype, value = frame.schema[column], pl.col(column)
+        if isinstance(dtype, (pl.List, pl.Array)):
+            if not _numeric(dtype.inner):
+                _reject(frame, value.is_not_null(), path, what, id_expr, column, "not a list of numbers")
+            frame = frame.with_columns(value.cast(pl.List(pl.Float64)))
+        elif not _numeric(dtype):
+            _reject(frame, _unparsed(value), path, what, id_expr, column, "not a number")
+        else:
+            frame = frame.with_columns(value.cast(pl.Float64))
+    return frame
+
+
 def split_bbox(frame: pl.DataFrame, path: Path, what: str, id_expr: pl.Expr) -> pl.DataFrame:
     """Replace a ``bbox`` list column ``[x, y, w, h]`` by four columns."""
+    frame = numbers(frame, ["bbox"], path, what, id_expr)
     bad = frame.filter(pl.col("bbox").is_null() | (pl.col("bbox").list.len() != 4))
     if bad.height:
         raise InputError(
             f"{path}: {what} {listed(bad.select(id_expr).to_series())}: 'bbox' must be a list of 4 numbers [x, y, w, h]"
         )
-    return frame.with_columns(
-        [pl.col("bbox").list.get(i).alias(c) for i, c in enumerate(BOX_COLUMNS)]
-    ).drop("bbox")
+    frame = frame.with_columns([pl.col("bbox").list.get(i).alias(c) for i, c in enumerate(BOX_COLUMNS)]).drop("bbox")
+    bad = frame.filter(pl.any_horizontal([pl.col(c).is_null() for c in BOX_COLUMNS]))
+    if bad.height:
+        raise InputError(f"{path}: {what} {listed(bad.select(id_expr).to_series())}: 'bbox' holds a null")
+    return frame
 
 
 def check_boxes(frame: pl.DataFrame, path: Path, what: str, id_expr: pl.Expr) -> None:
     """Boxes are finite with non-negative width and height (zero-size boxes are allowed)."""
-    finite = pl.all_horizontal([pl.col(c).is_finite() for c in BOX_COLUMNS])
+    finite = pl.all_horizontal([pl.col(c).is_finite().fill_null(False) for c in BOX_COLUMNS])
     bad = frame.filter(~finite)
     if bad.height:
         raise InputError(f"{path}: {what} {listed(bad.select(id_expr).to_series())}: 'bbox' has a non-finite value")

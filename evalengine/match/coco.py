@@ -21,7 +21,8 @@ from evalengine.geometry.boxes import xywh
 from evalengine.match.greedy_score import assign_by_score
 from evalengine.match.groups import block_chunks, merge_groups, rank_in_group
 from evalengine.match.proposals import as_detections
-from evalengine.match.protocol import Protocol, column_array
+from evalengine.match.protocol import (Protocol, column_array, increasing, positive_integers, real_numbers,
+                                       unit_thresholds)
 
 # pycocotools builds both arrays with np.linspace: iou_thresholds[8] is 0.8999999999999999 and ten of
 # the recall thresholds lie one ulp above k/100. Parity needs these exact floats.
@@ -58,10 +59,15 @@ class CocoProtocol(Protocol):
     sides: ClassVar[tuple] = ("dt", "gt")
 
     def __post_init__(self):
-        object.__setattr__(self, "iou_thresholds", tuple(float(t) for t in self.iou_thresholds))
-        object.__setattr__(self, "recall_thresholds", tuple(float(r) for r in self.recall_thresholds))
-        object.__setattr__(self, "area_ranges", tuple((str(l), float(lo), float(hi)) for l, lo, hi in self.area_ranges))
-        object.__setattr__(self, "max_dets", tuple(int(m) for m in self.max_dets))
+        """Parameters pycocotools would take but that mean nothing are refused: thresholds must increase within
+        (0, 1] (recall: [0, 1]), area ranges have distinct labels and lo <= hi, caps are positive and distinct (the
+        last one is the matching cap, in any order, as in pycocotools)."""
+        object.__setattr__(self, "iou_thresholds",
+                           increasing("iou_thresholds", unit_thresholds("iou_thresholds", self.iou_thresholds)))
+        object.__setattr__(self, "recall_thresholds", increasing(
+            "recall_thresholds", unit_thresholds("recall_thresholds", self.recall_thresholds, zero=True)))
+        object.__setattr__(self, "area_ranges", _area_ranges(self.area_ranges))
+        object.__setattr__(self, "max_dets", positive_integers("max_dets", self.max_dets))
         check_option("iou_type", self.iou_type, IOU_TYPES)
         if not 1 <= len(self.iou_thresholds) <= _BITS:
             raise ProtocolError(f"iou_thresholds: between 1 and {_BITS} thresholds are supported, got {len(self.iou_thresholds)}")
@@ -69,8 +75,8 @@ class CocoProtocol(Protocol):
             raise ProtocolError(f"area_ranges: between 1 and {_BITS} ranges are supported, got {len(self.area_ranges)}")
         if not self.recall_thresholds:
             raise ProtocolError("recall_thresholds: at least one is needed")
-        if not self.max_dets or min(self.max_dets) < 1:
-            raise ProtocolError(f"max_dets: positive integers are needed, got {list(self.max_dets)}")
+        if not self.max_dets or len(set(self.max_dets)) < len(self.max_dets):
+            raise ProtocolError(f"max_dets: distinct positive integers are needed, got {list(self.max_dets)}")
 
     @property
     def max_det_cap(self) -> int:
@@ -125,6 +131,23 @@ class CocoProtocol(Protocol):
             dt = as_detections(dt, context["proposal_ordering"], context["category_ids"][0])
         dt_matches, gt_matches = match_shard(tables["gt"], dt, context["category_ids"], self)
         return {"dt": dt_matches, "gt": gt_matches}
+
+
+def _area_ranges(ranges) -> tuple:
+    """``(label, lo, hi)`` triples with a non-empty label, used once, and bounds with lo <= hi (inf allowed)."""
+    checked = []
+    for area_range in ranges if isinstance(ranges, (list, tuple)) else [ranges]:
+        if not isinstance(area_range, (list, tuple)) or len(area_range) != 3:
+            raise ProtocolError(f"area_ranges: expected (label, lo, hi) triples, got {area_range!r}")
+        label, lo, hi = area_range[0], *real_numbers(f"area_ranges '{area_range[0]}'", area_range[1:])
+        if not isinstance(label, str) or not label:
+            raise ProtocolError(f"area_ranges: a label must be a non-empty string, got {label!r}")
+        if lo > hi:
+            raise ProtocolError(f"area_ranges: '{label}' has lo {lo} > hi {hi}")
+        if label in [c[0] for c in checked]:
+            raise ProtocolError(f"area_ranges: the label '{label}' is used twice")
+        checked.append((label, lo, hi))
+    return tuple(checked)
 
 
 def prepare_gt(gt: pl.DataFrame, category_ids, use_cats: bool = True) -> pl.DataFrame:

@@ -18,7 +18,7 @@ from evalengine import schema
 from evalengine.errors import ProtocolError
 from evalengine.geometry.boxes import corners
 from evalengine.match.greedy_iou import greedy_by_image
-from evalengine.match.protocol import Protocol, column_array
+from evalengine.match.protocol import Protocol, column_array, positive_integers
 
 # round(10.^(0:0.5:4)) of the toolbox
 HOSANG_BUDGETS = (1, 3, 10, 32, 100, 316, 1000, 3162, 10000)
@@ -40,8 +40,8 @@ class ProposalProtocol(Protocol):
     sides: ClassVar[tuple] = ("gt", "images")
 
     def __post_init__(self):
-        budgets = tuple(sorted({int(b) for b in self.budgets}))
-        if not budgets or budgets[0] < 1:
+        budgets = tuple(sorted(set(positive_integers("budgets", self.budgets))))
+        if not budgets:
             raise ProtocolError(f"budgets: positive integers are needed, got {list(self.budgets)}")
         object.__setattr__(self, "budgets", budgets)
 

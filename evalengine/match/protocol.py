@@ -13,10 +13,14 @@ A protocol is a frozen dataclass of parameters with
 
 import hashlib
 import json
+import math
+import numbers
 from dataclasses import asdict
 from typing import ClassVar
 
 import polars as pl
+
+from evalengine.errors import ProtocolError
 
 
 class Protocol:
@@ -53,3 +57,46 @@ class Protocol:
 def column_array(frame: pl.DataFrame, name: str, dtype="int64"):
     """A column as a NumPy array of ``dtype`` (no copy when it already is one)."""
     return frame.get_column(name).to_numpy().astype(dtype, copy=False)
+
+
+def _values(name: str, values) -> tuple:
+    try:
+        return tuple(values)
+    except TypeError:
+        raise ProtocolError(f"{name}: expected a list, got {values!r}") from None
+
+
+def real_numbers(name: str, values) -> tuple:
+    """``values`` as floats; each must be a real number (not a string or a boolean) other than NaN."""
+    values = _values(name, values)
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+            raise ProtocolError(f"{name}: {value!r} is not a number")
+    return tuple(float(v) for v in values)
+
+
+def unit_thresholds(name: str, values, zero: bool = False) -> tuple:
+    """IoU thresholds: numbers in (0, 1] — a threshold of 0 would match boxes that do not overlap, one above 1 would
+    match nothing — or in [0, 1] with ``zero``."""
+    values = real_numbers(name, values)
+    for value in values:
+        if not (0.0 <= value if zero else 0.0 < value) or not value <= 1.0:
+            raise ProtocolError(f"{name}: {value} is not in {'[0, 1]' if zero else '(0, 1]'}")
+    return values
+
+
+def increasing(name: str, values: tuple) -> tuple:
+    """``values``, which must be strictly increasing (a repeat would count twice in a mean and key two rows alike)."""
+    if any(b <= a for a, b in zip(values, values[1:])):
+        raise ProtocolError(f"{name} must be increasing, without repeats: got {list(values)}")
+    return values
+
+
+def positive_integers(name: str, values) -> tuple:
+    """``values`` as ints; each must be an integer (an integral float is one) of at least 1."""
+    values = _values(name, values)
+    for value in values:
+        integral = isinstance(value, numbers.Integral) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not integral or value < 1:
+            raise ProtocolError(f"{name}: positive integers are needed, got {value!r} in {list(values)}")
+    return tuple(int(v) for v in values)

@@ -18,7 +18,7 @@ from evalengine.errors import InputError, ProtocolError
 from evalengine.geometry.boxes import corner_arrays, size_bins
 from evalengine.geometry.homography import centre_inside, project_boxes
 from evalengine.match.greedy_iou import greedy_by_image
-from evalengine.match.protocol import Protocol
+from evalengine.match.protocol import Protocol, positive_integers
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,11 @@ class RepeatabilityProtocol(Protocol):
     name: ClassVar[str] = "repeatability"
     sides: ClassVar[tuple] = ("ref",)
     always_hashed: ClassVar[bool] = True
+
+    def __post_init__(self):
+        if not isinstance(self.reference, str) or not self.reference:
+            raise ProtocolError(f"reference: the name of a proposal run is needed, got {self.reference!r}")
+        object.__setattr__(self, "top_n", positive_integers("top_n", [self.top_n])[0])
 
     def shard_inputs(self, layout, run: str) -> tuple:
         layout.check_proposal_run(run)

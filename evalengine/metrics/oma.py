@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import ProtocolError, check_option
+from evalengine.match.protocol import unit_thresholds
 
 LATTICES = ("edges", "wang")
 
@@ -143,7 +144,7 @@ def object_hit_counts(gt: pl.DataFrame, images: pl.DataFrame, iou_thresholds, la
     if lattice == "wang":  # Wang et al.'s corners 1..W: a continuous edge e is corner e + 1
         table = table.with_columns(pl.col("x1", "y1", "x2", "y2") + 1)
     boxes = table.select(HIT_COUNT_KEYS[:-1]).unique(maintain_order=True)
-    wanted = boxes.join(pl.DataFrame({"iou_threshold": [float(t) for t in iou_thresholds]}), how="cross")
+    wanted = boxes.join(pl.DataFrame({"iou_threshold": unit_thresholds("iou_thresholds", iou_thresholds)}), how="cross")
     known = known if known is not None else pl.DataFrame(schema={**wanted.schema, "n_hit": pl.Int64})
     missing = wanted.join(known, on=HIT_COUNT_KEYS, how="anti")
     parts = []

@@ -14,6 +14,7 @@ import polars as pl
 
 from evalengine.errors import ProtocolError, check_option
 from evalengine.geometry.boxes import size_bin_expr
+from evalengine.match.protocol import unit_thresholds
 from evalengine.metrics.integrate import trapezoid
 
 MATCHERS = {"greedy": "iou", "best": "best_iou"}
@@ -82,7 +83,7 @@ def recall(gt_matches: pl.LazyFrame, iou_thresholds, matcher: str = "greedy", ag
     table = (gt_matches.select(*keys, "image_id", "gt_id", _iou_column(matcher).alias("_iou"))
              .with_columns((1.0 / (per_image * n_images)).alias("_weight"))
              .sort(*keys, "_iou", "gt_id").collect())
-    thresholds = np.array([float(t) for t in iou_thresholds])
+    thresholds = np.array(unit_thresholds("iou_thresholds", iou_thresholds, zero=True))
     starts = _group_starts(table, keys)
     ends = np.append(starts[1:], table.height)
     ious, weights = table.get_column("_iou").to_numpy(), table.get_column("_weight").to_numpy()

@@ -123,4 +123,4 @@ def test_the_command_flushes_its_output_and_exit_status_through_a_pipe(tmp_path)
     result = subprocess.run([sys.executable, "-m", "evalengine.cli", "coco", "--gt", GT, "--dt", str(bad)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.startswith(f"evalengine: error: {bad}: not a valid COCO JSON file")
+    assert result.stderr.startswith(f"evalengine: error: {bad}: line 1, column 3: not valid JSON")

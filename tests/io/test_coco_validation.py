@@ -30,7 +30,7 @@ def test_missing_file_is_named(tmp_path):
 
 
 def test_invalid_json(tmp_path):
-    assert "not a valid COCO JSON" in gt_error(tmp_path, "{not json")
+    assert "gt.json: line 1, column 2: not valid JSON (Expecting property name" in gt_error(tmp_path, "{not json")
 
 
 def test_missing_top_level_list(tmp_path):
@@ -75,13 +75,15 @@ def test_bad_box(tmp_path, bbox, message):
 
 def test_overflowing_number_is_located(tmp_path):
     text = json.dumps(coco_gt([[0, 0, 1, 1]], id=[5])).replace("[0, 0, 1, 1]", "[0, 0, 1e999, 1]")
-    assert '"bbox": [0, 0, 1e999, 1]' in gt_error(tmp_path, text)
+    column = text.index('"bbox"') + 1
+    assert (f"annotation at position 1 (line 1, column {column}): 'bbox' is [0, 0, 1e999, 1], not a list of finite "
+            "numbers") in gt_error(tmp_path, text)
 
 
 def test_nan_literal_is_located(tmp_path):
     text = json.dumps(coco_gt([[0, 0, 1, 1]], id=[5])).replace("[0, 0, 1, 1]", "[0, 0, NaN, 1]")
-    message = gt_error(tmp_path, text)
-    assert '"bbox": [0, 0, NaN' in message and "NaN and Infinity are not valid JSON numbers" in message
+    assert "annotation at position 1 (line 1, column" in gt_error(tmp_path, text)
+    assert "'bbox' is [0, 0, NaN, 1], not a list of finite numbers" in gt_error(tmp_path, text)
 
 
 def test_negative_area(tmp_path):
@@ -91,7 +93,7 @@ def test_negative_area(tmp_path):
 def test_missing_annotation_id(tmp_path):
     gt = coco_gt([[0, 0, 1, 1]])
     del gt["annotations"][0]["id"]
-    assert "annotation at position 0: missing field 'id'" in gt_error(tmp_path, gt)
+    assert "annotation at position 1: missing field 'id'" in gt_error(tmp_path, gt)
 
 
 def test_zero_id_and_missing_area_warn(tmp_path):
@@ -121,7 +123,7 @@ def test_empty_results(tmp_path):
 def test_result_missing_score(tmp_path):
     dt = coco_dt([[0, 0, 1, 1], [0, 0, 1, 1]], [0.5, 0.5])
     del dt[1]["score"]
-    assert "detection at position 1: missing field 'score'" in results_error(tmp_path, dt)
+    assert "detection at position 2: missing field 'score'" in results_error(tmp_path, dt)
 
 
 def test_result_of_unknown_image(tmp_path):
@@ -131,8 +133,9 @@ def test_result_of_unknown_image(tmp_path):
 
 def test_result_with_non_finite_score_is_located(tmp_path):
     text = json.dumps(coco_dt([[0, 0, 1, 1]], [0.5])).replace("0.5", "NaN")
-    message = results_error(tmp_path, text)
-    assert '"score": NaN' in message and "NaN and Infinity are not valid JSON numbers" in message
+    column = text.index('"score"') + 1
+    assert (f"detection at position 1 (line 1, column {column}): 'score' is NaN, not a finite number"
+            in results_error(tmp_path, text))
 
 
 def test_result_of_unknown_category_is_kept_with_a_warning(tmp_path):

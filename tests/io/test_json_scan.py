@@ -1,6 +1,7 @@
 """COCO result files are parsed in chunks of whole objects: any chunk size gives the same detections."""
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -8,8 +9,8 @@ import pytest
 from evalengine.errors import InputError
 from evalengine.io.coco import RESULT_FIELDS, read_coco_gt
 from evalengine.io.detections import read_detections
-from evalengine.io.json_scan import json_list_chunks
-from evalengine.io.validate import read_json_objects
+from evalengine.io.json_scan import json_list_chunks, jsonl_chunks
+from evalengine.io.json_read import read_json_objects
 from tests.conftest import PACKAGE_DATA
 
 DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
@@ -57,14 +58,16 @@ def test_error_in_a_later_chunk_points_at_the_file(tmp_path):
     for offset, objects in chunks[:-1]:
         read_json_objects(path, RESULT_FIELDS, objects, offset)
     offset, objects = chunks[-1]
-    with pytest.raises(InputError, match=r'"score": NaN\}\]\.\.\. NaN and Infinity'):
+    column = path.read_text().rindex('"score": NaN') + 1
+    with pytest.raises(InputError, match=rf"dt.json: line 1, column {column}: 'score' is NaN, not a finite number"):
         read_json_objects(path, RESULT_FIELDS, objects, offset)
 
 
 def test_truncated_file_is_an_error(tmp_path):
     path = tmp_path / "dt.json"
     path.write_text(DT.read_text()[:-40])
-    with pytest.raises(InputError, match="not a valid COCO JSON file"):
+    with pytest.raises(InputError, match=rf"dt.json: line 1, column {len(DT.read_text()) - 39}: the file ends early "
+                                         r"\(truncated\?\)"):
         read_detections(path, read_coco_gt(PACKAGE_DATA / "instances_val2014_100.json"))
 
 
@@ -134,3 +137,96 @@ def test_scanner_events_equal_a_plain_reading(seed):
         ends = [i for i, kind in want if kind == js.ELEMENT_CLOSES]
         state = np.zeros(3, np.int64)
         assert js._last_element_end(np.frombuffer(text, np.uint8), state, js._BYTE_CLASS) == (ends[-1] if ends else -1)
+
+
+@pytest.mark.parametrize("chunk_bytes", [97, 4096])
+@pytest.mark.parametrize("end, message", [
+    ("", "the file ends before the list's closing ']' (truncated?)"),
+    ("]x", "unexpected text after the list's closing ']'"),
+    (",]", "expected an object after ','"),
+    (", 5]", "expected an object"),
+    (', {"image_id": 42', "the file ends early (truncated?)"),
+    ("]]", "unexpected text after the list's closing ']'"),
+])
+def test_the_end_of_a_list_read_in_chunks(tmp_path, chunk_bytes, end, message):
+    """Read in blocks, a list must still close with ']' and nothing after it: the error is Python's json's place."""
+    text = json.dumps(json.loads(DT.read_text())[:40])[:-1] + end
+    path = tmp_path / "dt.json"
+    path.write_text(text)
+    try:
+        json.loads(text)
+        at = text.rindex("5")  # JSON, but not an object
+    except json.JSONDecodeError as exc:
+        at = len(text) if exc.msg.startswith("Unterminated") else exc.pos
+    with pytest.raises(InputError, match=rf"dt.json: line 1, column {at + 1}: .*{re.escape(message)}"):
+        for offset, objects in json_list_chunks(path, chunk_bytes):
+            read_json_objects(path, RESULT_FIELDS, objects, offset)
+
+
+@pytest.mark.parametrize("chunk_bytes", [97, 1 << 20])
+@pytest.mark.parametrize("separator", ["", " ", "\n", ";"])
+def test_objects_must_be_separated_by_commas(tmp_path, chunk_bytes, separator):
+    objects = [json.dumps(o) for o in json.loads(DT.read_text())[:40]]
+    text = "[" + ", ".join(objects[:20]) + separator + ", ".join(objects[20:]) + "]"
+    path = tmp_path / "dt.json"
+    path.write_text(text)
+    at = text.index(objects[19]) + len(objects[19])
+    at += len(separator) - len(separator.lstrip())  # Python's json: at the first non-blank character
+    where = f"line {text.count(chr(10), 0, at) + 1}, column {at - text.rfind(chr(10), 0, at)}"
+    with pytest.raises(InputError, match=rf"dt.json: {where}: expected ',' or ']' after an object"):
+        for offset, chunk in json_list_chunks(path, chunk_bytes):
+            read_json_objects(path, RESULT_FIELDS, chunk, offset)
+
+
+def test_positions_count_the_objects_of_earlier_chunks(tmp_path, monkeypatch):
+    """A detection is named by its position in the file, whatever chunk it is read in; JSON Lines by its line."""
+    import functools
+
+    from evalengine.io import detections
+
+    objects = json.loads(DT.read_text())
+    objects[700]["category_id"] = 2.5
+    path, lines = tmp_path / "dt.json", tmp_path / "dt.jsonl"
+    path.write_text(json.dumps(objects))
+    lines.write_text("".join(json.dumps(o) + "\n" for o in objects))
+    monkeypatch.setattr(detections, "json_list_chunks", functools.partial(json_list_chunks, chunk_bytes=1000))
+    monkeypatch.setattr(detections, "jsonl_chunks", functools.partial(jsonl_chunks, chunk_bytes=1000))
+    dataset = read_coco_gt(PACKAGE_DATA / "instances_val2014_100.json")
+    column = path.read_text().index('"category_id": 2.5') + 1
+    with pytest.raises(InputError, match=rf"detection at position 701 \(line 1, column {column}\): 'category_id' is "
+                                         "2.5, not an integer"):
+        read_detections(path, dataset)
+    column = lines.read_text().splitlines()[700].index('"category_id"') + 1
+    with pytest.raises(InputError, match=rf"detection at position 701 \(line 701, column {column}\): 'category_id' is "
+                                         "2.5"):
+        read_detections(lines, dataset)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 50, 1 << 20])
+def test_json_lines_chunks_are_whole_lines(tmp_path, chunk_bytes):
+    text = "".join(json.dumps(o) + "\n" for o in json.loads(DT.read_text())[:30]) + '{"last": "no line end"}'
+    path = tmp_path / "dt.jsonl"
+    path.write_text(text)
+    chunks = list(jsonl_chunks(path, chunk_bytes))
+    assert b"".join(c for _, c in chunks) == text.encode()
+    assert all(text.encode()[at:at + len(c)] == c for at, c in chunks)
+    assert all(c.endswith(b"\n") for _, c in chunks[:-1])
+
+
+def test_repeated_keys_are_found_by_the_scanner():
+    from evalengine.io.json_scan import repeated_key
+
+    assert repeated_key(b'{"a": 1, "b": {"a": 2}}, {"a": "b", "c": [1, "a"]}') == -1
+    assert repeated_key(b'{"a": 1}, {"b": 1, "a": 2, "b": 3}') == 27
+    assert repeated_key(b'{"a": "a"}') == 6  # a value equal to a key: a false alarm, the exact reader decides
+    assert repeated_key(b'{"a\\"": 1, "a\\"": 2}') == 11
+    assert repeated_key(b'\n'.join(b'{"k%d": 1}' % i for i in range(100))) == -1
+    many = b"{" + b", ".join(b'"k%d": 1' % i for i in range(70)) + b"}"
+    assert repeated_key(many) > 0  # more keys than compared: read exactly
+
+
+def test_compact_keeps_strings():
+    from evalengine.io.json_scan import compact
+
+    assert compact(b'{ "a b" : [ 1 ,\n 2 ],\t"c\\" d": " x " }') == b'{"a b":[1 ,2 ],"c\\" d":" x "}'
+    assert compact(b'[4\n2, true\n, nul l, {"a":\n1\n}\n,\n{}]') == b'[4 2,true ,nul l,{"a":1 },{}]'
