@@ -520,16 +520,18 @@ def test_a_proposal_npz_of_strings(tmp_path, proposal_gt):
 
 # ---------------------------------------------------------------- protocol parameters
 @pytest.mark.parametrize("argv, message", [
-    (["--iou-thresholds", "nan"], "iou_thresholds: nan is not a number"),
-    (["--iou-thresholds", "1.5"], "iou_thresholds: 1.5 is not in (0, 1]"),
+    (["--iou-thresholds", "nan"], "coco: argument --iou-thresholds: expected a number, got 'nan'; see evalengine coco --help"),
+    (["--iou-thresholds", "1.5"], "coco: argument --iou-thresholds: an IoU threshold is between 0 and 1, got 1.5; see "
+                                 "evalengine coco --help"),
     (["--iou-thresholds", "0"], "iou_thresholds: 0.0 is not in (0, 1]"),
     (["--iou-thresholds", "0.5", "0.5"], "iou_thresholds must be increasing, without repeats: got [0.5, 0.5]"),
     (["--iou-thresholds", "0.75", "0.5"], "iou_thresholds must be increasing, without repeats: got [0.75, 0.5]"),
     (["--area-ranges", "all:100:0"], "area_ranges: 'all' has lo 100.0 > hi 0.0"),
     (["--area-ranges", "all:0:1e10", "all:0:100"], "area_ranges: the label 'all' is used twice"),
-    (["--area-ranges", "all:nan:1"], "area_ranges 'all': nan is not a number"),
+    (["--area-ranges", "all:nan:1"], "coco: argument --area-ranges: expected a number, got 'nan'; see evalengine coco "
+                                     "--help"),
     (["--area-ranges", ":0:1"], "area_ranges: a label must be a non-empty string, got ''"),
-    (["--max-dets", "0"], "max_dets: positive integers are needed, got 0 in [0]"),
+    (["--max-dets", "0"], "coco: argument --max-dets: must be at least 1, got 0; see evalengine coco --help"),
     (["--max-dets", "10", "10"], "max_dets: distinct positive integers are needed, got [10, 10]"),
 ])
 def test_bad_coco_parameters(tmp_path, argv, message):
@@ -538,9 +540,10 @@ def test_bad_coco_parameters(tmp_path, argv, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--iou", "nan"], "iou_thresholds: nan is not a number"),
-    (["--iou", "0.5", "1.5"], "iou_thresholds: 1.5 is not in [0, 1]"),
-    (["--budgets", "0"], "budgets: positive integers are needed, got 0 in [0]"),
+    (["--iou", "nan"], "proposals: argument --iou: expected a number, got 'nan'; see evalengine proposals --help"),
+    (["--iou", "0.5", "1.5"], "proposals: argument --iou: an IoU threshold is between 0 and 1, got 1.5; see "
+                               "evalengine proposals --help"),
+    (["--budgets", "0"], "proposals: argument --budgets: must be at least 1, got 0; see evalengine proposals --help"),
     (["--oma", "--iou", "0"], "iou_thresholds: 0.0 is not in (0, 1]"),
 ])
 def test_bad_proposal_parameters(tmp_path, proposal_gt, argv, message):
