@@ -107,14 +107,15 @@ def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) 
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from None
     else:
-        columns = _columns(path, json_lines_keys(path))
+        keys = json_lines_keys(path)
+        columns = _columns(path, keys) if keys else list(RESULT_FIELDS)
         fields = {c: RESULT_FIELDS.get(c, pl.Float64) for c in columns}
         yield from parsed_in_parallel(path, fields, "detection", lines=True)
 
 
 def json_lines_keys(path: Path, n_lines: int = 1000) -> list:
-    """The keys of the objects on the first lines of a JSON Lines file (a malformed line ends the sample: the reader
-    reports it)."""
+    """The keys of the objects on the first lines of a JSON Lines file. A malformed line ends the sample; with no key
+    at all, the caller reads the file with its usual fields, and the reader says what is wrong and where."""
     keys = {}
     with open(path, "rb") as handle:
         for _, line in zip(range(n_lines), handle):

@@ -68,11 +68,11 @@ class Piece:
         return self.base + (at if self.ascii else len(self.text[:at].encode()))
 
     def error(self, at: int, message: str, index: int | None = None, ends: bool = False) -> TextError:
-        """An error at character ``at``. ``ends``: the text may simply have ended there; when that is the end of the
-        piece and only closing brackets follow in the file, the error is placed at the file's end and said to be one
-        (truncated?)."""
+        """An error at character ``at``. ``ends``: the text may simply have ended there; when only whitespace follows in
+        the piece, and whitespace and closing brackets in the file, the error is placed at the file's end and said to
+        be one (truncated?)."""
         offset = self.offset(at)
-        if ends and at >= len(self.text) and _only_closing_after(self.path, offset):
+        if ends and not self.text[at:].strip(" \t\r\n") and _only_closing_after(self.path, offset):
             offset, message = os.path.getsize(self.path), f"the file ends early (truncated?): {message}"
         near = self.text[max(at - _NEAR, 0):at + _NEAR]
         near = f", near {near!r}" if near.strip() else ""

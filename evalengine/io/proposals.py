@@ -58,7 +58,8 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
                          "or a folder of .npz files)")
     if suffix in (".json", ".jsonl", ".ndjson"):
         lines = suffix != ".json"
-        columns = _columns(path, json_lines_keys(path)) if lines else list(RESULT_FIELDS)
+        keys = json_lines_keys(path) if lines else None
+        columns = _columns(path, keys) if keys else list(RESULT_FIELDS)
         yield from parsed_in_parallel(path, {c: RESULT_FIELDS.get(c, pl.Float64) for c in columns}, "proposal", lines)
         return
     types = None

@@ -657,3 +657,15 @@ def test_values_read_as_pythons_json_reads_them(tmp_path_factory, changes, layou
         return
     assert want is not None, text
     assert got.select("image_id", "category_id", "score", "x", "y", "w", "h").rows() == want
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the file is empty (expected JSON Lines)"),
+    ("\n \n", "the file is empty (expected JSON Lines)"),
+    ('{"image_id": 4\n', "line 2, column 1: the file ends early (truncated?)"),  # as Python's json places it
+    ('[{"image_id": 42}]\n', "detection at position 1 (line 1, column 1): expected an object, found [{\"image_id\": 42}]"),
+    ("{}\n", "detection at position 1: missing field 'image_id'"),
+    ('{"image_id": 42} {"image_id": 42}\n', "line 1, column 18: expected one object per line"),
+])
+def test_a_malformed_json_lines_file(tmp_path, text, message):
+    refused(tmp_path, write(tmp_path, "dt.jsonl", text), message)
