@@ -30,7 +30,7 @@ from evalengine import schema
 from evalengine.schema import from_pixel_inclusive
 from evalengine.errors import InputError, check_option, first_line
 from evalengine.io.coco import RESULT_FIELDS
-from evalengine.io.detections import BATCH_ROWS, json_lines_keys, parsed_in_parallel
+from evalengine.io.detections import BATCH_ROWS, json_lines_fields, parsed_in_parallel
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".csv")
@@ -56,11 +56,11 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
     if suffix not in FORMATS:
         raise InputError(f"{path}: unknown proposal format '{suffix}' (expected one of {', '.join(FORMATS)} "
                          "or a folder of .npz files)")
-    if suffix in (".json", ".jsonl", ".ndjson"):
-        lines = suffix != ".json"
-        keys = json_lines_keys(path) if lines else None
-        columns = _columns(path, keys) if keys else list(RESULT_FIELDS)
-        yield from parsed_in_parallel(path, {c: RESULT_FIELDS.get(c, pl.Float64) for c in columns}, "proposal", lines)
+    if suffix == ".json":
+        yield from parsed_in_parallel(path, RESULT_FIELDS, "proposal")
+        return
+    if suffix in (".jsonl", ".ndjson"):
+        yield from parsed_in_parallel(path, json_lines_fields(path, _columns), "proposal", lines=True)
         return
     types = None
     try:
