@@ -31,7 +31,8 @@ from evalengine.schema import from_pixel_inclusive
 from evalengine.errors import InputError, check_option, first_line
 from evalengine.io.coco import RESULT_FIELDS
 from evalengine.io.detections import BATCH_ROWS, json_lines_fields, parsed_in_parallel
-from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
+from evalengine.io.validate import (BOX_COLUMNS, check_boxes, check_csv_header, integers, listed, numbers, require,
+                                    split_bbox)
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".csv")
 BOX_CONVENTIONS = ("continuous", "pixel-inclusive")
@@ -70,6 +71,7 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
             for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
                 yield pl.from_arrow(batch)
         else:
+            check_csv_header(path)
             lazy = pl.scan_csv(path, infer_schema_length=10_000)
             types = lazy.collect_schema()
             yield from lazy.select(_columns(path, types.names())).collect_batches(chunk_size=batch_rows)

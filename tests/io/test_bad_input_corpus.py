@@ -462,6 +462,18 @@ def test_bad_image_metadata(tmp_path, rows, message):
     assert code == 2 and err == [f"evalengine: error: {meta}: {message}"]
 
 
+@pytest.mark.parametrize("header, message", [
+    ("image_id,weather,weather", "line 1: column(s) weather appear more than once"),
+    ("image_id,image_id", "line 1: column(s) image_id appear more than once"),
+])
+def test_image_metadata_with_a_repeated_column(tmp_path, header, message):
+    """Polars would read the first and rename the second: refused, as a repeated key of JSON is not."""
+    meta = write(tmp_path, "meta.csv", header + "\n" + ",".join(["42"] * header.count(",")) + ",x\n")
+    code, _, err = cli(tmp_path, "ingest", "coco", "--gt", GT, "--dt", DT, "--store", tmp_path / "s",
+                       "--image-metadata", meta, "--quiet")
+    assert code == 2 and err == [f"evalengine: error: {meta}: {message}"]
+
+
 @pytest.fixture
 def proposal_gt(tmp_path):
     gt = {"images": [{"id": 7, "width": 100, "height": 80}], "annotations": [
@@ -498,6 +510,7 @@ def test_a_bad_value_in_a_proposal_csv(tmp_path, proposal_gt, n_rows, column, va
 
 
 @pytest.mark.parametrize("name, text, message", [
+    ("p.csv", "image_id,x1,y1,x2,x2\n7,1,2,3,4\n", "line 1: column(s) x2 appear more than once"),
     ("p.json", "[]", "no proposals"),
     ("p.json", '[{"image_id": 7.5, "bbox": [1, 2, 3, 4], "score": 1}]', "'image_id' is 7.5, not an integer"),
     ("p.json", '[{"image_id": 7, "bbox": [1, null, 3, 4]}]', "proposal at position 1: 'bbox' holds a null"),
