@@ -107,14 +107,18 @@ def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) 
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from None
     else:
-        columns = _columns(path, json_lines_keys(path))
-        fields = {c: RESULT_FIELDS.get(c, pl.Float64) for c in columns}
-        yield from parsed_in_parallel(path, fields, "detection", lines=True)
+        yield from parsed_in_parallel(path, json_lines_fields(path, _columns), "detection", lines=True)
 
 
-def json_lines_keys(path: Path, n_lines: int = 1000) -> list:
-    """The keys of the objects on the first lines of a JSON Lines file (a malformed line ends the sample: the reader
-    reports it)."""
+def json_lines_fields(path: Path, choose) -> dict:
+    """The fields to read from a JSON Lines file: ``choose(path, keys)`` picks them from the keys of its first objects
+    (a malformed line ends the sample). With no key at all, those of a result file are read, and the reader says what
+    is wrong and where."""
+    keys = _json_lines_keys(path)
+    return {c: RESULT_FIELDS.get(c, pl.Float64) for c in (choose(path, keys) if keys else RESULT_FIELDS)}
+
+
+def _json_lines_keys(path: Path, n_lines: int = 1000) -> list:
     keys = {}
     with open(path, "rb") as handle:
         for _, line in zip(range(n_lines), handle):

@@ -19,7 +19,7 @@ import polars as pl
 
 from evalengine.errors import InputError, first_line
 from evalengine.io.json_scan import colons, compact, list_body, read_span, repeated_key
-from evalengine.io.json_text import Piece, TextError, line_column, parse_values, value_at, warn_repeated
+from evalengine.io.json_text import WHITESPACE, Piece, TextError, line_column, parse_values, value_at, warn_repeated
 
 # COCO's 0/1 flags: pycocotools tests them for truth, so a JSON boolean means the same
 FLAGS = ("iscrowd", "ignore")
@@ -52,7 +52,7 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
     :func:`evalengine.io.json_scan.json_list_chunks` yields them — or of a JSON Lines file (``lines``), ``offset``
     being where the piece starts in the file. A value of the wrong type raises a :class:`TextError` whose ``index`` is
     the object's position in the piece."""
-    if not objects.lstrip(b" \t\r\n"):  # (lstrip copies nothing when there is nothing to strip)
+    if not objects.lstrip(WHITESPACE):  # (lstrip copies nothing when there is nothing to strip)
         return pl.DataFrame(schema=json_schema)
     try:
         frame = _polars(objects if lines else _one_per_line(objects), json_schema, infer)

@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from evalengine.errors import InputError
-from evalengine.io.json_text import check_skeleton, check_start, diagnose_list_end, line_column
+from evalengine.io.json_text import WHITESPACE, check_skeleton, check_start, diagnose_list_end, line_column
 
 CHUNK_BYTES = 64 * 2**20
 
@@ -281,7 +281,7 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
                     raise InputError(f"{path}: {line_column(path, at)}: expected ',' or ']' after an object, found "
                                      f"{view[at:at + 1].decode('utf-8', 'replace')!r}")
             tail_at = last + 1 if last >= 0 else start
-            if view[tail_at:].strip(_WHITESPACE) != b"]":
+            if view[tail_at:].strip(WHITESPACE) != b"]":
                 diagnose_list_end(path, view[tail_at:], tail_at, after_value=last >= 0)
 
 
@@ -307,16 +307,13 @@ def jsonl_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
                 at = end
 
 
-_WHITESPACE = b" \t\r\n"  # JSON's whitespace
-
-
 def _after(text: bytes, at: int, separator: bytes) -> int:
     """Position after the whitespace, ``separator`` (if there) and whitespace starting at ``at``."""
-    while at < len(text) and text[at] in _WHITESPACE:
+    while at < len(text) and text[at] in WHITESPACE:
         at += 1
     if separator and text[at:at + len(separator)] == separator:
         at += len(separator)
-        while at < len(text) and text[at] in _WHITESPACE:
+        while at < len(text) and text[at] in WHITESPACE:
             at += 1
     return at
 
@@ -334,6 +331,6 @@ def list_body(text: bytes) -> tuple | None:
 def _before_close(text: bytes) -> int:
     """End of ``text`` without its trailing whitespace and closing ']' (if there)."""
     end = len(text)
-    while end and text[end - 1] in _WHITESPACE:
+    while end and text[end - 1] in WHITESPACE:
         end -= 1
     return end - 1 if text[end - 1:end] == b"]" else end

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from evalengine.errors import InputError, InputWarning
 
-_WHITESPACE = re.compile(r"[ \t\r\n]*")
-_JSON_WHITESPACE = b" \t\r\n"
+WHITESPACE = b" \t\r\n"  # JSON's whitespace
+_SKIP_WHITESPACE = re.compile(r"[ \t\r\n]*")
 _NEAR = 30  # characters shown on each side of an error
 
 
@@ -68,11 +68,12 @@ class Piece:
         return self.base + (at if self.ascii else len(self.text[:at].encode()))
 
     def error(self, at: int, message: str, index: int | None = None, ends: bool = False) -> TextError:
-        """An error at character ``at``. ``ends``: the text may simply have ended there; when that is the end of the
-        piece and only closing brackets follow in the file, the error is placed at the file's end and said to be one
-        (truncated?)."""
+        """An error at character ``at``. ``ends``: the text may simply have ended there; when only whitespace follows in
+        the piece, and whitespace and closing brackets in the file, the error is placed at the file's end and said to
+        be one (truncated?)."""
         offset = self.offset(at)
-        if ends and at >= len(self.text) and _only_closing_after(self.path, offset):
+        only_whitespace_after = _SKIP_WHITESPACE.match(self.text, at).end() == len(self.text)
+        if ends and only_whitespace_after and _only_closing_after(self.path, offset):
             offset, message = os.path.getsize(self.path), f"the file ends early (truncated?): {message}"
         near = self.text[max(at - _NEAR, 0):at + _NEAR]
         near = f", near {near!r}" if near.strip() else ""
@@ -86,7 +87,7 @@ def _only_closing_after(path: Path, offset: int) -> bool:
         return False
     with open(path, "rb") as handle:
         handle.seek(offset)
-        return not handle.read().strip(b" \t\r\n]}")
+        return not handle.read().strip(WHITESPACE + b"]}")
 
 
 def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after_value: bool = False,
@@ -110,21 +111,21 @@ def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after
         except json.JSONDecodeError:  # read value by value, to say where
             repeated.clear()
     decoder = json.JSONDecoder(object_pairs_hook=hook)
-    values, spans, at, end = [], [], _WHITESPACE.match(text).end(), 0
+    values, spans, at, end = [], [], _SKIP_WHITESPACE.match(text).end(), 0
     after, comma, found = after_value, False, []
     while at < len(text):
         char = text[at]
         if char == "]" and comma:
             raise piece.error(at, "expected an object after ','")
         if char == "]" and not lines:  # the list closes: only whitespace may follow
-            rest = _WHITESPACE.match(text, at + 1).end()
+            rest = _SKIP_WHITESPACE.match(text, at + 1).end()
             if rest < len(text) or not closing:
                 raise piece.error(rest, "unexpected text after the list's closing ']'")
             break
         if after and not lines:
             if char != ",":
                 raise piece.error(at, f"expected ',' or ']' after an object, found {char!r}")
-            at, after, comma = _WHITESPACE.match(text, at + 1).end(), False, True
+            at, after, comma = _SKIP_WHITESPACE.match(text, at + 1).end(), False, True
             continue
         if after and "\n" not in text[end:at]:
             raise piece.error(at, "expected one object per line, found a second one on the line")
@@ -141,7 +142,7 @@ def parse_values(piece: Piece, lines: bool = False, closing: bool = False, after
             found.append((repeated[before], (at, end)))
         values.append(value)
         spans.append((at, end))
-        at, after, comma = _WHITESPACE.match(text, end).end(), True, False
+        at, after, comma = _SKIP_WHITESPACE.match(text, end).end(), True, False
     else:
         if closing:
             raise piece.error(len(text), "the file ends before the list's closing ']' (truncated?)")
@@ -191,9 +192,9 @@ def check_start(path: Path, handle, opening: bytes, expected: str) -> None:
     if head.startswith(b"\xef\xbb\xbf"):
         raise InputError(f"{path}: line 1, column 1: the file starts with a UTF-8 byte-order mark (BOM), which JSON "
                          "does not allow (pycocotools' json.load rejects it too); save it without one")
-    while head and not head.lstrip(_JSON_WHITESPACE):
+    while head and not head.lstrip(WHITESPACE):
         skipped, head = skipped + len(head), handle.read(2**20)
-    stripped = head.lstrip(_JSON_WHITESPACE)
+    stripped = head.lstrip(WHITESPACE)
     if not stripped:
         raise InputError(f"{path}: the file is empty (expected {expected})")
     if opening and not stripped.startswith(opening):

@@ -8,15 +8,17 @@ import polars as pl
 from evalengine import schema
 from evalengine.errors import InputError, first_line
 from evalengine.io.coco import CocoDataset
-from evalengine.io.validate import integers, listed
+from evalengine.io.validate import check_csv_header, integers, listed
 
 
 def read_image_metadata(path) -> pl.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+    parquet = path.suffix.lower() == ".parquet"
+    if not parquet:
+        check_csv_header(path)
     try:
-        parquet = path.suffix.lower() == ".parquet"
         frame = pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"{path}: not a readable CSV or Parquet table ({first_line(exc)})") from None

@@ -30,8 +30,9 @@ from evalengine import schema
 from evalengine.schema import from_pixel_inclusive
 from evalengine.errors import InputError, check_option, first_line
 from evalengine.io.coco import RESULT_FIELDS
-from evalengine.io.detections import BATCH_ROWS, json_lines_keys, parsed_in_parallel
-from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
+from evalengine.io.detections import BATCH_ROWS, json_lines_fields, parsed_in_parallel
+from evalengine.io.validate import (BOX_COLUMNS, check_boxes, check_csv_header, integers, listed, numbers, require,
+                                    split_bbox)
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".csv")
 BOX_CONVENTIONS = ("continuous", "pixel-inclusive")
@@ -56,10 +57,11 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
     if suffix not in FORMATS:
         raise InputError(f"{path}: unknown proposal format '{suffix}' (expected one of {', '.join(FORMATS)} "
                          "or a folder of .npz files)")
-    if suffix in (".json", ".jsonl", ".ndjson"):
-        lines = suffix != ".json"
-        columns = _columns(path, json_lines_keys(path)) if lines else list(RESULT_FIELDS)
-        yield from parsed_in_parallel(path, {c: RESULT_FIELDS.get(c, pl.Float64) for c in columns}, "proposal", lines)
+    if suffix == ".json":
+        yield from parsed_in_parallel(path, RESULT_FIELDS, "proposal")
+        return
+    if suffix in (".jsonl", ".ndjson"):
+        yield from parsed_in_parallel(path, json_lines_fields(path, _columns), "proposal", lines=True)
         return
     types = None
     try:
@@ -69,6 +71,7 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
             for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
                 yield pl.from_arrow(batch)
         else:
+            check_csv_header(path)
             lazy = pl.scan_csv(path, infer_schema_length=10_000)
             types = lazy.collect_schema()
             yield from lazy.select(_columns(path, types.names())).collect_batches(chunk_size=batch_rows)

@@ -5,6 +5,7 @@ such as ``2.0`` is one, as pycocotools compares ids with ``==``; ``2.7`` is not,
 must be numbers (not strings, booleans or lists), and boxes hold four finite numbers, none null.
 """
 
+import csv
 from pathlib import Path
 
 import polars as pl
@@ -20,6 +21,16 @@ def listed(values) -> str:
     values = list(values)
     more = f" and {len(values) - SHOWN} more" if len(values) > SHOWN else ""
     return ", ".join(str(v) for v in values[:SHOWN]) + more
+
+
+def check_csv_header(path: Path) -> None:
+    """A CSV file's columns have distinct names (Polars would read the first and rename the second 'x' to
+    'x_duplicated_0')."""
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
+        names = next(csv.reader(handle), [])
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InputError(f"{path}: line 1: column(s) {', '.join(repeated)} appear more than once")
 
 
 def require(frame: pl.DataFrame, columns, path: Path, what: str, id_expr: pl.Expr) -> None:

@@ -462,6 +462,18 @@ def test_bad_image_metadata(tmp_path, rows, message):
     assert code == 2 and err == [f"evalengine: error: {meta}: {message}"]
 
 
+@pytest.mark.parametrize("header, message", [
+    ("image_id,weather,weather", "line 1: column(s) weather appear more than once"),
+    ("image_id,image_id", "line 1: column(s) image_id appear more than once"),
+])
+def test_image_metadata_with_a_repeated_column(tmp_path, header, message):
+    """Polars would read the first and rename the second: refused, as a repeated key of JSON is not."""
+    meta = write(tmp_path, "meta.csv", header + "\n" + ",".join(["42"] * header.count(",")) + ",x\n")
+    code, _, err = cli(tmp_path, "ingest", "coco", "--gt", GT, "--dt", DT, "--store", tmp_path / "s",
+                       "--image-metadata", meta, "--quiet")
+    assert code == 2 and err == [f"evalengine: error: {meta}: {message}"]
+
+
 @pytest.fixture
 def proposal_gt(tmp_path):
     gt = {"images": [{"id": 7, "width": 100, "height": 80}], "annotations": [
@@ -498,6 +510,7 @@ def test_a_bad_value_in_a_proposal_csv(tmp_path, proposal_gt, n_rows, column, va
 
 
 @pytest.mark.parametrize("name, text, message", [
+    ("p.csv", "image_id,x1,y1,x2,x2\n7,1,2,3,4\n", "line 1: column(s) x2 appear more than once"),
     ("p.json", "[]", "no proposals"),
     ("p.json", '[{"image_id": 7.5, "bbox": [1, 2, 3, 4], "score": 1}]', "'image_id' is 7.5, not an integer"),
     ("p.json", '[{"image_id": 7, "bbox": [1, null, 3, 4]}]', "proposal at position 1: 'bbox' holds a null"),
@@ -581,6 +594,24 @@ def _reference(text: bytes, images: set):
     return rows
 
 
+def _read_as_python_reads(path, list_text: bytes) -> str | None:
+    """Read ``path`` as we do, and ``list_text`` (its text, as a JSON list) as Python's json does: the same rows, or a
+    refusal where Python's json or our rules refuse, as one line naming the file (returned)."""
+    want = _reference(list_text, set(DATASET.images.get_column("image_id").to_list()))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = read_detections(path, DATASET)
+    except InputError as exc:
+        message = str(exc)
+        assert want is None, (list_text, message)
+        assert message.startswith(f"{path}: ") and "\n" not in message
+        return message
+    assert want is not None, list_text
+    assert got.select("image_id", "category_id", "score", "x", "y", "w", "h").rows() == want
+    return None
+
+
 SMALL = json.dumps([dict(d, note="a}, {\"b\": [1]}") if i == 1 else d for i, d in enumerate(DT_LIST[:6])]).encode()
 PIECES = [b"", b" ", b"\n", b",", b":", b"{", b"}", b"[", b"]", b'"', b"\\", b"0", b"1.5", b"-", b"e9", b"null",
           b"true", b"NaN", b'"score": 2', b'"image_id": 74.0', b"\x00", b"\t", b"\xff", b"\xef\xbb\xbf"]
@@ -597,15 +628,8 @@ def test_reading_agrees_with_pythons_json(tmp_path_factory, edits):
         text = text[:at] + piece + text[at + length:]
     path = tmp_path_factory.mktemp("fuzz") / "dt.json"
     path.write_bytes(text)
-    want = _reference(text, set(DATASET.images.get_column("image_id").to_list()))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            got = read_detections(path, DATASET)
-    except InputError as exc:
-        message = str(exc)
-        assert want is None, (text, message)
-        assert message.startswith(f"{path}: ") and "\n" not in message
+    message = _read_as_python_reads(path, text)
+    if message is not None:
         assert any(s in message for s in ("line ", "position ", "image_id ", "empty")), message
         if not text.lstrip(b" \t\r\n").startswith(b"["):
             return  # not a list: it is said what is found
@@ -617,9 +641,6 @@ def test_reading_agrees_with_pythons_json(tmp_path_factory, edits):
             assert where in message and ("(truncated?)" in message) == at_end, (text, message)
         except UnicodeDecodeError:
             assert "not UTF-8 text" in message, message
-        return
-    assert want is not None, text
-    assert got.select("image_id", "category_id", "score", "x", "y", "w", "h").rows() == want
 
 
 JSON_VALUES = st.recursive(
@@ -647,16 +668,17 @@ def test_values_read_as_pythons_json_reads_them(tmp_path_factory, changes, layou
     text = ("".join(t + "\n" for t in texts) if layout == "lines" else "[" + ", ".join(texts) + "]").encode()
     path = tmp_path_factory.mktemp("values") / ("dt.jsonl" if layout == "lines" else "dt.json")
     path.write_bytes(text)
-    list_text = b"[" + b",".join(text.splitlines()) + b"]" if layout == "lines" else text
-    want = _reference(list_text, set(DATASET.images.get_column("image_id").to_list()))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            got = read_detections(path, DATASET)
-    except InputError as exc:
-        assert want is None, (text, str(exc))
-        assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
-        assert "position " in str(exc) or "image_id " in str(exc), str(exc)
-        return
-    assert want is not None, text
-    assert got.select("image_id", "category_id", "score", "x", "y", "w", "h").rows() == want
+    message = _read_as_python_reads(path, b"[" + b",".join(text.splitlines()) + b"]" if layout == "lines" else text)
+    assert message is None or "position " in message or "image_id " in message, message
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "the file is empty (expected JSON Lines)"),
+    ("\n \n", "the file is empty (expected JSON Lines)"),
+    ('{"image_id": 4\n', "line 2, column 1: the file ends early (truncated?)"),  # as Python's json places it
+    ('[{"image_id": 42}]\n', "detection at position 1 (line 1, column 1): expected an object, found [{\"image_id\": 42}]"),
+    ("{}\n", "detection at position 1: missing field 'image_id'"),
+    ('{"image_id": 42} {"image_id": 42}\n', "line 1, column 18: expected one object per line"),
+])
+def test_a_malformed_json_lines_file(tmp_path, text, message):
+    refused(tmp_path, write(tmp_path, "dt.jsonl", text), message)
