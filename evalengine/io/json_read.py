@@ -54,13 +54,15 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
     the object's position in the piece."""
     if not objects.lstrip(WHITESPACE):  # (lstrip copies nothing when there is nothing to strip)
         return pl.DataFrame(schema=json_schema)
+    one_per_line = objects if lines else _one_per_line(objects)
     try:
-        frame = _polars(objects if lines else _one_per_line(objects), json_schema, infer)
+        frame = _polars(one_per_line, json_schema, infer)
     except (pl.exceptions.PolarsError, ValueError):
-        frame = None  # read again by Python's json, which says what is wrong and where
+        frame = None if infer else _integral_floats(one_per_line, json_schema)
     if (frame is not None and all(frame.schema.get(c, t) in (t, pl.Null) for c, t in json_schema.items())
             and not _may_repeat_keys(objects, frame)):
         return frame
+    # else read again by Python's json, which says what is wrong and where
     # the list's own ']' read too, where it follows, so that an error near it is placed as Python's json places it
     closed = not lines and _followed_by_close(path, offset + len(objects))
     piece = Piece(path, objects + b"]" * closed, offset)
@@ -70,6 +72,20 @@ def read_json_objects(path: Path, json_schema: dict, objects: bytes, offset: int
         warn_repeated(path, repeats, piece.offset(value_at(piece, span, key)[0]) if span
                       else offset + repeated_key(objects))
     return _exact(piece, values, spans, json_schema, lines, infer, closed)
+
+
+def _integral_floats(lines: bytes, json_schema: dict) -> pl.DataFrame | None:
+    """The frame when its integers are written as floats (``42.0``, as float columns are written): read as numbers,
+    kept when each is integral and below 2**53 in magnitude (where a float is exactly its integer); else None."""
+    integers = [c for c, t in json_schema.items() if t == pl.Int64]
+    try:
+        frame = pl.read_ndjson(io.BytesIO(lines), schema={c: pl.Float64 if c in integers else t
+                                                          for c, t in json_schema.items()})
+    except (pl.exceptions.PolarsError, ValueError):
+        return None
+    exact = pl.all_horizontal(((pl.col(c) == pl.col(c).floor()) & (pl.col(c).abs() < 2.0**53)).fill_null(True)
+                              for c in integers)
+    return frame.with_columns(pl.col(integers).cast(pl.Int64)) if integers and frame.select(exact.all()).item() else None
 
 
 def _may_repeat_keys(objects: bytes, frame: pl.DataFrame) -> bool:

@@ -230,3 +230,19 @@ def test_compact_keeps_strings():
 
     assert compact(b'{ "a b" : [ 1 ,\n 2 ],\t"c\\" d": " x " }') == b'{"a b":[1 ,2 ],"c\\" d":" x "}'
     assert compact(b'[4\n2, true\n, nul l, {"a":\n1\n}\n,\n{}]') == b'[4 2,true ,nul l,{"a":1 },{}]'
+
+
+def test_integral_floats_read_fast_and_exactly(tmp_path):
+    """Ids written as floats are read by Polars as numbers where every one is an exact integer (below 2**53), and by
+    Python's json otherwise: the same integers as pycocotools' reader gives."""
+    dataset = read_coco_gt(PACKAGE_DATA / "instances_val2014_100.json")
+    objects = json.loads(DT.read_text())
+    path = tmp_path / "dt.json"
+    for big in (1e16, 9007199254740993.0, -2.0**62):
+        text = json.dumps([dict(o, image_id=float(o["image_id"])) for o in objects]).replace(
+            '"category_id": 18', f'"category_id": {big!r}', 1)
+        path.write_text(text)
+        with pytest.warns(Warning, match="category_id"):
+            got = read_detections(path, dataset)
+        want = [int(o["category_id"]) for o in json.loads(text)]
+        assert got.get_column("category_id").to_list() == want and got.get_column("image_id").dtype == pl.Int64
