@@ -34,6 +34,7 @@ from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.progress import Phases
 from evalengine.store.build import add_proposal_run, add_run, create_store, replaced_store
+from evalengine.store.commit import replace_file
 from evalengine.store.fsck import Finding, fsck
 from evalengine.store.layout import StoreLayout, open_layout
 from evalengine.store.location import location
@@ -46,7 +47,7 @@ from evalengine.store.sharding import PROPOSALS_PER_SHARD, default_shard_count
 __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_MAX_DETS", "HOSANG_BUDGETS",
            "IOU_TYPES", "NAME_RULE", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
            "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
-           "ingest_gt", "ingest_proposals", "location", "open", "report"]
+           "ingest_gt", "ingest_proposals", "location", "open", "replace_file", "report"]
 
 DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"

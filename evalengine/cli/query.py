@@ -4,8 +4,6 @@ Their ``--out`` writes a new file outside the store (``--force`` replaces an exi
 beside it renamed into place: a failure leaves nothing.
 """
 
-import os
-import uuid
 from pathlib import Path
 
 from evalengine import api
@@ -29,16 +27,12 @@ def _target(args, store) -> Path:
 
 
 def _write(args, target: Path, write) -> None:
-    """``write(path)`` a temporary file beside ``target``, then rename it onto ``target``; the temporary file is
-    removed whatever happens."""
-    temporary = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    """``write(path)`` a temporary file beside ``target`` renamed onto it (:func:`api.replace_file`: a failure
+    leaves nothing)."""
     try:
-        write(temporary)
-        os.replace(temporary, target)
+        api.replace_file(target, write)
     except OSError as exc:
         raise EvalEngineError(f"{args.out}: cannot write ({exc.strerror or first_line(exc)})") from exc
-    finally:
-        temporary.unlink(missing_ok=True)
 
 
 def _cmd_plot(args) -> str:
@@ -96,7 +90,7 @@ def _cmd_sql(args) -> str:
         raise EvalEngineError(f"--format csv: column {nested[0]} holds lists or structs (use json or parquet)")
     if target:
         _write(args, target, {"csv": frame.write_csv, "json": frame.write_json, "parquet": frame.write_parquet,
-                              "table": lambda out: out.write_text(api.report.table(frame) + "\n")}[args.format])
+                              "table": lambda out: Path(out).write_text(api.report.table(frame) + "\n")}[args.format])
         return f"{frame.height} rows written to {args.out}"
     if args.format == "csv":
         return frame.write_csv().rstrip("\n")

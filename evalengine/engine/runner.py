@@ -59,14 +59,10 @@ def run_shard_tasks(task, shard_args, scheduler: str = "threads", address: str |
     pool = _pool(scheduler, workers)
     try:
         with _TaskDone(on_done):
-            results = list(dask.compute(*delayed, scheduler=_local_scheduler(scheduler), pool=pool))
-    except BaseException:
-        if pool is not None:
+            return list(dask.compute(*delayed, scheduler=_local_scheduler(scheduler), pool=pool))
+    finally:
+        if pool is not None:  # after a failure: queued tasks cancelled, running ones finished
             pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    if pool is not None:
-        pool.shutdown()
-    return results
 
 
 def _pool(scheduler: str, workers: int | None):

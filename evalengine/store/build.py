@@ -66,10 +66,11 @@ def replaced_store(path, overwrite: bool, inputs=()) -> str:
     foreign = sorted(entries - set(ENTRIES))
     if foreign:
         raise StoreError(f"{path}: holds '{foreign[0]}', which is not part of a store; refusing to replace it")
-    for source in inputs:
-        if not is_remote(path) and Path(str(source)).exists() and Path(str(source)).resolve().is_relative_to(
-                Path(path).resolve()):
-            raise StoreError(f"{path}: holds the input {source}; refusing to replace it")
+    if not is_remote(path):
+        folder = path.resolve()
+        for source in map(Path, map(str, inputs)):
+            if source.exists() and source.resolve().is_relative_to(folder):
+                raise StoreError(f"{path}: holds the input {source}; refusing to replace it")
     try:
         manifest = json.loads((path / MANIFEST).read_text())
         return (f"the store of {manifest['n_shards']} shards and runs: "
