@@ -19,6 +19,11 @@ def _pyplot():
     return plt
 
 
+def close(figure) -> None:
+    """Release a figure made here: pyplot keeps every figure until it is closed."""
+    _pyplot().close(figure)
+
+
 def pr_curves(precision: pl.DataFrame, category_names: dict, category_ids=None, iou_threshold: float = 0.5,
               area_range: str = "all", max_dets: int | None = None):
     """Interpolated precision against recall (pycocotools' 101 points): one curve per listed category, or

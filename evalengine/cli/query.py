@@ -67,12 +67,17 @@ def _cmd_plot(args) -> str:
 
 
 def _save(args, target: Path, figure) -> str:
-    """Write the figure in the format its file's suffix names (PNG without one)."""
+    """Write the figure in the format its file's suffix names (PNG without one), then close it."""
+    from evalengine import plots
+
     kind = target.suffix.lstrip(".").lower() or "png"
-    formats = figure.canvas.get_supported_filetypes()
-    if kind not in formats:
-        raise EvalEngineError(f"{args.out}: no figure format .{kind} (one of {', '.join(sorted(formats))})")
-    _write(args, target, lambda path: figure.savefig(path, dpi=120, format=kind))
+    try:
+        formats = figure.canvas.get_supported_filetypes()
+        if kind not in formats:
+            raise EvalEngineError(f"{args.out}: no figure format .{kind} (one of {', '.join(sorted(formats))})")
+        _write(args, target, lambda path: figure.savefig(path, dpi=120, format=kind))
+    finally:
+        plots.close(figure)
     return f"figure written to {args.out}"
 
 
