@@ -35,6 +35,8 @@ def fsck(path, repair: bool = False) -> list:
     """The problems of the store at ``path`` (a list of :class:`Finding`); with ``repair``, those whose repair is
     :data:`REMOVE` are repaired."""
     root = location(path)
+    if not (root / MANIFEST).is_file():  # nothing to check, and no lock (or folder) to make for it
+        raise StoreError(f"{root}: not an evalengine store (no {MANIFEST})")
     with writing(root, clean=False):
         findings = [Finding(str(entry), "left by an interrupted write", REMOVE)
                     for entry in ([] if is_remote(root) else temporaries(root))]

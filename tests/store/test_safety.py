@@ -171,3 +171,10 @@ def test_fsck_reports_what_it_cannot_repair(store, capsys):
     assert findings["problem"][1].startswith("unreadable (")
     code, _, err = cli(capsys, "fsck", store.path, "--repair")
     assert code == 2 and err == f"evalengine: error: {store.path}: 2 problem(s) cannot be repaired here (see above)\n"
+
+
+def test_fsck_of_a_folder_that_is_no_store_writes_nothing(tmp_path, capsys):
+    code, out, err = cli(capsys, "fsck", tmp_path / "a" / "b" / "store")
+    assert (code, out) == (2, "")
+    assert err == f"evalengine: error: {tmp_path / 'a' / 'b' / 'store'}: not an evalengine store (no manifest.json)\n"
+    assert list(tmp_path.iterdir()) == []
