@@ -124,7 +124,8 @@ PROPOSAL_IMAGE_COUNTS = {
 def dt_matches_schema(n_areas: int, n_thresholds: int) -> dict:
     """One row per evaluated detection. ``tp_bits[a]`` / ``ignored_bits[a]`` hold bit ``t`` set when the
     detection is a true positive / ignored at IoU threshold ``t`` in area range ``a``; a false positive is
-    neither. ``matched_gt_id[t]`` / ``matched_iou[t]`` give the partner in the first area range (null if none)."""
+    neither. ``matched_gt_id[t]`` / ``matched_iou[t]`` give the partner in the first area range (null if none);
+    ``area_iou[a]`` is the partner's IoU at the first threshold in area range ``a`` (null if none)."""
     return {
         "image_id": pl.Int64,
         "category_id": pl.Int64,
@@ -135,6 +136,7 @@ def dt_matches_schema(n_areas: int, n_thresholds: int) -> dict:
         "ignored_bits": pl.Array(pl.UInt64, n_areas),
         "matched_gt_id": pl.Array(pl.Int64, n_thresholds),
         "matched_iou": pl.Array(pl.Float64, n_thresholds),
+        "area_iou": pl.Array(pl.Float64, n_areas),
     }
 
 

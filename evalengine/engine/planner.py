@@ -26,10 +26,20 @@ def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int
     return sum(frame.height for frame in sides.values())
 
 
+def _recorded(protocol) -> dict:
+    """What ``protocol.json`` holds: the protocol's description and the version of its tables' columns."""
+    return {**protocol.description(), "table_version": protocol.table_version}
+
+
 def matched(target, protocol) -> bool:
-    """Whether ``target`` holds a match table made with ``protocol``'s matching parameters."""
+    """Whether ``target`` holds a match table made with ``protocol``'s matching parameters, in the current columns (a
+    table written by an older version is matched again)."""
     recorded = target / PROTOCOL_FILE
-    return recorded.is_file() and json.loads(recorded.read_text()).get("match") == protocol.match_params()
+    if not recorded.is_file():
+        return False
+    description = json.loads(recorded.read_text())
+    return (description.get("match") == protocol.match_params()
+            and description.get("table_version", 1) == protocol.table_version)
 
 
 def match(layout, run: str, protocol, scheduler: str = "threads", address: str | None = None, on_shard_done=None,
@@ -52,5 +62,5 @@ def match(layout, run: str, protocol, scheduler: str = "threads", address: str |
                                            for k, shard_inputs in enumerate(inputs)],
                             scheduler=scheduler, address=address, on_done=on_shard_done, workers=workers)
             # last: on an object store it commits the table
-            (tmp / PROTOCOL_FILE).write_text(json.dumps(protocol.description(), indent=2))
+            (tmp / PROTOCOL_FILE).write_text(json.dumps(_recorded(protocol), indent=2))
     return target

@@ -57,6 +57,9 @@ class CocoProtocol(Protocol):
     iou_type: str = "bbox"
     name: ClassVar[str] = "coco"
     sides: ClassVar[tuple] = ("dt", "gt")
+    table_version: ClassVar[int] = 2  # 2: ``area_iou``
+    # pycocotools' mergesort of the image-by-image concatenation (images in id order, each in rank order)
+    tie_order: ClassVar[tuple] = ("image_id", "dt_rank")
 
     def __post_init__(self):
         """Parameters pycocotools would take but that mean nothing are refused: thresholds must increase within
@@ -199,7 +202,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     gt_start, gt_len, dt_start, dt_len = (np.ascontiguousarray(groups[:, i]) for i in range(4))
     n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
     out = (np.zeros((dt.height, n_area), np.uint64), np.zeros((dt.height, n_area), np.uint64),
-           np.full((dt.height, n_thr), -1, np.int64), np.zeros((dt.height, n_thr)),
+           np.full((dt.height, n_thr), -1, np.int64), np.zeros((dt.height, n_thr)), np.full((dt.height, n_area), np.nan),
            np.zeros(gt.height, np.uint64), np.zeros((gt.height, n_area), np.uint64))
     gt_crowd, gt_area = column_array(gt, "iscrowd", np.bool_), column_array(gt, "area", np.float64)
     gt_ids = column_array(gt, "gt_id")
@@ -210,7 +213,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     for lo, hi in block_chunks(gt_len, dt_len):
         values, offsets = blocks(lo, hi)
         assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, *rules, out)
-    dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched = out
+    dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
     has_partner = dt_partner >= 0
     partner_id = gt_ids[np.where(has_partner, dt_partner, 0)] if gt.height else dt_partner
     dt_matches = pl.from_arrow(pa.table({
@@ -219,6 +222,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
         "ignored_bits": _fixed_list(dt_ignored),
         "matched_gt_id": _fixed_list(partner_id, has_partner),
         "matched_iou": _fixed_list(dt_iou, has_partner),
+        "area_iou": _fixed_list(dt_area_iou, ~np.isnan(dt_area_iou)),
     })).cast(schema.dt_matches_schema(n_area, n_thr))
     gt_matches = pl.from_arrow(pa.table({
         **{c: gt.get_column(c).to_arrow() for c in ("image_id", "category_id", "gt_id")},

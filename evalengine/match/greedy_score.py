@@ -12,7 +12,9 @@ still-free ground truth with similarity >= threshold, where:
 - pycocotools stores the partner's id and tests it for truth, so with ``zero_id_quirk`` a match to ground-truth
   id 0 reads as unmatched.
 
-Outcomes are bit masks over thresholds (see :func:`evalengine.schema.dt_matches_schema`).
+Outcomes are bit masks over thresholds (see :func:`evalengine.schema.dt_matches_schema`); the partner's similarity
+is kept per threshold in the first area range, and per area range at the first threshold (LRP's localisation term,
+Oksuz et al., whose code matches with ``iouThrs[0]``).
 """
 
 import numba
@@ -25,8 +27,8 @@ _ONE = np.uint64(1)
 def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, gt_area, gt_crowd, gt_zero_id,
                     dt_area, iou_thr, area_lo, area_hi, zero_id_quirk, out):
     """Assign groups ``[lo, hi)`` from their blocks (:func:`evalengine.geometry.box_iou.box_iou_blocks`'s layout);
-    ``out`` = (dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched), written in place."""
-    dt_tp, dt_ignored, dt_partner, dt_iou, gt_ignored, gt_matched = out
+    ``out`` = (dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched), written in place."""
+    dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
     n_thr = iou_thr.shape[0]
     n_area = area_lo.shape[0]
     most_gt = 1
@@ -90,6 +92,8 @@ def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len,
                         dt_ignored[d0 + d, a] |= thr_bit
                     elif counted:
                         dt_tp[d0 + d, a] |= thr_bit
+                    if t == 0:
+                        dt_area_iou[d0 + d, a] = values[row + g]
                     if a == 0:
                         dt_partner[d0 + d, t] = g0 + g
                         dt_iou[d0 + d, t] = values[row + g]

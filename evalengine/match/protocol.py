@@ -5,6 +5,9 @@ A protocol is a frozen dataclass of parameters with
 
 - ``name`` (class attribute): its family, the prefix of its match tables' partition ``protocol=<key>``;
 - ``sides`` (class attribute): the tables one shard task writes (``matches/protocol=P/run=R/<side>/shard=k``);
+- ``table_version`` (class attribute): the version of those tables' columns;
+- ``tie_order`` (class attribute, detection protocols): the ``dt`` match columns that order the detections of a
+  category of equal score in the accumulation (the reference's sort); the score, descending, comes first;
 - :meth:`match_params`: the parameters the matching depends on; they are hashed into :meth:`match_key` and
   recorded in ``protocol.json``, and a stored table is reused when they are equal;
 - :meth:`shard_inputs`: for a stored run, the files each shard task reads and the small context all share;
@@ -30,6 +33,9 @@ class Protocol:
     sides: ClassVar[tuple]
     # the key of a protocol with default parameters is its name, unless every key carries the hash
     always_hashed: ClassVar[bool] = False
+    # raised when the columns of the protocol's match tables change: a stored table of another version is re-matched
+    table_version: ClassVar[int] = 1
+    tie_order: ClassVar[tuple] = ()
 
     def match_params(self) -> dict:
         return {**asdict(self), "name": self.name}
