@@ -8,6 +8,7 @@ import polars as pl
 
 from evalengine.match.coco import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
+from evalengine.metrics import lrp as lrp_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
 from evalengine.store.layout import StoreLayout
@@ -82,6 +83,13 @@ class Evaluation:
         if not self.protocol.use_cats:
             return table
         return table.join(self.layout.read("categories"), on="category_id", how="left", maintain_order="left")
+
+    def lrp(self, iou_threshold: float | None = None, search: str = "rank", compare: str = ">=") -> lrp_metrics.OptimalLRP:
+        """Optimal LRP per category and area range (see :mod:`evalengine.metrics.lrp`); at the first IoU threshold of
+        the protocol unless another of its thresholds is given (then area range 'all' only)."""
+        return lrp_metrics.optimal_lrp(self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol,
+                                       iou_threshold=iou_threshold, search=search, compare=compare,
+                                       image_ids=self.image_subset)
 
     def per_image_counts(self, iou_threshold: float = 0.5, area_range: str = "all", max_dets: int | None = None):
         """TP, FP and FN per image (see :func:`evalengine.metrics.counts.per_image_counts`)."""

@@ -1,0 +1,205 @@
+"""Optimal LRP (Oksuz et al., "Localization Recall Precision", ECCV'18 and TPAMI'21) as a prefix query over a
+match table: one sorted cumulative pass per category and area range, no re-matching (spec-detection §2.6).
+
+``LRP = (Σ_TP (1 − IoU) / (1 − τ) + N_FP + N_FN) / (N_TP + N_FP + N_FN)`` over the detections above a score
+threshold; oLRP is its minimum, found by one of three searches:
+
+- ``rank`` (default, the official TPAMI'21 code, kemaloksuz/LRP-Error ``accumulate``): the minimum over rank
+  prefixes of pycocotools' order, tied scores split as its cumulative arrays split them; the localisation total is
+  ``N_TP − Σ IoU`` and the first minimal rank wins; the threshold is the score at that rank;
+- ``score``: the same arithmetic, but only prefixes that end a run of equal scores (a score threshold keeps ties
+  together, §2.6's reading);
+- ``grid`` (the ECCV'18 code, cancam/LRP ``cocoevalLRP.py``): thresholds ``np.linspace(0, 1, 101)``, detections
+  with ``score >= s`` (``compare=">"``: ``score > s``, as its VOC code), its arithmetic (normalised by
+  ``max(N_TP + N_FP, G)``, NumPy's pairwise sum of the localisation errors), ties to the lowest threshold, reported
+  as ``index * 0.01``.
+
+Components at the optimum (the official conventions): ``loc`` the mean ``1 − IoU`` of the true positives (not
+divided by ``1 − τ``), ``fp = N_FP / (N_TP + N_FP)``, ``fn = N_FN / G``; NaN where a denominator is 0. A category with
+regular ground truth and no true positive has oLRP = fn = 1 and NaN loc, fp and threshold (``rank``/``score``); a
+category without regular ground truth has none of them.
+"""
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import polars as pl
+
+from evalengine.errors import check_option
+from evalengine.metrics.outcomes import ranked_batches, threshold_index
+
+SEARCHES = ("rank", "score", "grid")
+COMPARES = (">=", ">")
+# the ECCV'18 code's score grid (np.linspace: index 35 is 0.35000000000000003, not 0.35)
+SCORE_GRID = np.linspace(0.0, 1.0, 101)
+_FIELDS = ("olrp", "loc", "fp", "fn", "threshold", "n_tp", "n_fp", "n_fn")
+
+
+@numba.njit(cache=True, nogil=True)
+def _pairwise_sum(values, lo, n):
+    """NumPy's pairwise summation of ``values[lo:lo + n]`` (``np.sum``'s float order: 8 accumulators per block of at
+    most 128, halves above)."""
+    if n < 8:
+        total = 0.0
+        for i in range(lo, lo + n):
+            total += values[i]
+        return total
+    if n <= 128:
+        r = values[lo:lo + 8].copy()
+        i = 8
+        while i < n - n % 8:
+            for j in range(8):
+                r[j] += values[lo + i + j]
+            i += 8
+        total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        while i < n:
+            total += values[lo + i]
+            i += 1
+        return total
+    half = n // 2
+    half -= half % 8
+    return _pairwise_sum(values, lo, half) + _pairwise_sum(values, lo + half, n - half)
+
+
+@numba.njit(cache=True, nogil=True)
+def _prefix_optimum(score, tp, ignored, iou, lo, hi, n_gt, tau, ties_whole):
+    """``rank``/``score`` search over rows ``lo:hi`` (one category, one area range), in the official arithmetic."""
+    best, best_at, tp_n, fp_n, iou_sum = np.inf, -1, 0, 0, 0.0
+    best_tp = best_fp = 0
+    best_loc = 0.0
+    for i in range(lo, hi):
+        if tp[i]:
+            tp_n += 1
+            iou_sum += iou[i]
+        elif not ignored[i]:
+            fp_n += 1
+        if ties_whole and i + 1 < hi and score[i + 1] == score[i]:
+            continue
+        fn_n = n_gt - tp_n
+        loc = tp_n - iou_sum
+        lrp = (loc / (1 - tau) + fp_n + fn_n) / (tp_n + fp_n + fn_n)
+        if lrp < best:
+            best, best_at, best_tp, best_fp, best_loc = lrp, i, tp_n, fp_n, loc
+    out = np.full(8, np.nan)
+    if tp_n == 0:  # no detection, or no true positive: the official code's convention
+        out[0], out[3], out[5], out[6], out[7] = 1.0, 1.0, 0, 0, n_gt
+        return out
+    out[0] = best
+    out[1] = best_loc / best_tp if best_tp else np.nan
+    out[2] = best_fp / (best_tp + best_fp) if best_tp + best_fp else np.nan
+    out[3] = (n_gt - best_tp) / n_gt
+    out[4] = score[best_at]
+    out[5], out[6], out[7] = best_tp, best_fp, n_gt - best_tp
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _grid_optimum(score, tp, ignored, iou, lo, hi, n_gt, tau, grid, strict):
+    """``grid`` search over rows ``lo:hi``, in the ECCV'18 code's arithmetic."""
+    n = hi - lo
+    loc_error = np.zeros(n)  # 1 − IoU of the true positives (the code maps a matched IoU x != 0 to 1 − x)
+    tp_cum = np.zeros(n + 1, np.int64)
+    fp_cum = np.zeros(n + 1, np.int64)
+    for j in range(n):
+        i = lo + j
+        if tp[i] and iou[i] != 0.0:
+            loc_error[j] = 1 - iou[i]
+        tp_cum[j + 1] = tp_cum[j] + tp[i]
+        fp_cum[j + 1] = fp_cum[j] + (not tp[i] and not ignored[i])
+    out = np.full(8, np.nan)
+    best = np.inf
+    kept = 0
+    for s in range(grid.shape[0] - 1, -1, -1):  # from the highest threshold, so that the lowest wins ties last
+        while kept < n and (score[lo + kept] > grid[s] or (not strict and score[lo + kept] == grid[s])):
+            kept += 1
+        omega, nhat = float(tp_cum[kept]), float(fp_cum[kept])
+        mhat = n_gt - omega
+        norm = max(omega + nhat, float(n_gt))
+        loc_sum = _pairwise_sum(loc_error, 0, kept)
+        z = (omega + mhat + nhat) / norm
+        lrp = (loc_sum / norm + (1 - tau) * (nhat / norm) + (1 - tau) * (mhat / norm)) / z / (1 - tau)
+        if lrp <= best:
+            best = lrp
+            out[0] = lrp
+            out[1] = loc_sum / omega if omega else np.nan
+            out[2] = nhat / (omega + nhat) if omega + nhat else np.nan
+            out[3] = mhat / n_gt
+            out[4] = s * 0.01
+            out[5], out[6], out[7] = omega, nhat, mhat
+    return out
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _optimal_lrp_kernel(starts, score, tp, ignored, iou, n_gt, tau, search, grid, strict):
+    """``[K, A, 8]``: oLRP, loc, fp, fn, threshold, N_TP, N_FP, N_FN at the optimum per (category, area range);
+    NaN rows where the category has no regular ground truth."""
+    n_cat, n_area = starts.shape[0] - 1, tp.shape[1]
+    out = np.full((n_cat, n_area, 8), np.nan)
+    for k in numba.prange(n_cat * n_area):
+        c, a = k // n_area, k % n_area
+        if n_gt[c, a] == 0:
+            continue
+        lo, hi = starts[c], starts[c + 1]
+        if search == 2:
+            out[c, a] = _grid_optimum(score, tp[:, a], ignored[:, a], iou[:, a], lo, hi, n_gt[c, a], tau, grid, strict)
+        else:
+            out[c, a] = _prefix_optimum(score, tp[:, a], ignored[:, a], iou[:, a], lo, hi, n_gt[c, a], tau, search == 1)
+    return out
+
+
+@dataclass(frozen=True)
+class OptimalLRP:
+    """oLRP per (category, area range): ``table`` has ``category_id, area_range, n_gt`` and the fields at the
+    optimum (null where undefined); ``summary()`` is the official summary."""
+
+    table: pl.DataFrame
+    iou_threshold: float
+    search: str
+
+    def summary(self) -> dict:
+        """moLRP and its mean components (area range 'all'), moLRP per other area range, and per category (area range
+        'all', categories with regular ground truth): the official code's means drop NaN and undefined classes, −1
+        when nothing is left."""
+        labels = self.table.get_column("area_range").unique(maintain_order=True).to_list()
+        defined = self.table.filter(pl.col("n_gt") > 0)
+
+        def mean(label, field):
+            values = defined.filter(pl.col("area_range") == label).get_column(field).drop_nulls()
+            return float(np.mean(values.to_numpy())) if len(values) else -1.0
+
+        first = labels[0]
+        summary = {"olrp": mean(first, "olrp"), "olrp_loc": mean(first, "loc"), "olrp_fp": mean(first, "fp"),
+                   "olrp_fn": mean(first, "fn"), **{f"olrp_{label}": mean(label, "olrp") for label in labels[1:]}}
+        per_class = defined.filter(pl.col("area_range") == first)
+        summary["per_class"] = {str(row["category_id"]): {f: row[f] for f in ("olrp", "loc", "fp", "fn", "threshold")}
+                                for row in per_class.iter_rows(named=True)}
+        return summary
+
+
+def optimal_lrp(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol,
+                iou_threshold: float | None = None, search: str = "rank", compare: str = ">=",
+                image_ids=None) -> OptimalLRP:
+    """oLRP at ``iou_threshold`` (a threshold of the match table; per area range only its first, the official
+    ``iouThrs[0]``) for every category and area range of the protocol (see the module's docstring)."""
+    check_option("search", search, SEARCHES)
+    check_option("compare", compare, COMPARES)
+    t = threshold_index(protocol, iou_threshold)
+    n_area = len(protocol.area_ranges) if t == 0 else 1
+    tau = protocol.iou_thresholds[t]
+    parts = []
+    for batch in ranked_batches(dt_matches, gt_matches, category_ids, protocol, t, n_area, image_ids):
+        values = _optimal_lrp_kernel(batch.starts, batch.score, batch.tp, batch.ignored, batch.iou, batch.n_gt, tau,
+                                     SEARCHES.index(search), SCORE_GRID, compare == ">")
+        k, a = np.indices(values.shape[:2]).reshape(2, -1)
+        parts.append(pl.DataFrame({
+            "category_id": batch.category_ids[k],
+            "area_range": np.array([r[0] for r in protocol.area_ranges[:n_area]])[a],
+            "n_gt": batch.n_gt[k, a],
+            **{field: values[k, a, i] for i, field in enumerate(_FIELDS)},
+        }))
+    table = pl.concat(parts).with_columns([pl.col(f).fill_nan(None) for f in _FIELDS]).with_columns(
+        [pl.col(f).cast(pl.Int64) for f in ("n_tp", "n_fp", "n_fn")])
+    order = {r[0]: i for i, r in enumerate(protocol.area_ranges)}
+    table = table.sort(pl.col("area_range").replace_strict(order), "category_id")
+    return OptimalLRP(table=table, iou_threshold=tau, search=search)
