@@ -109,29 +109,25 @@ def _ranked(scores, tps, fps, dt_iou, npig, tau, search):
 
 
 def _grid(scores, tps, fps, dt_iou, npig, tau, strict):
-    """ECCV'18 cocoevalLRP accumulate, float for float (``strict``: voc_eval's ``score > s``)."""
-    tps, fps = tps.astype(int), fps.astype(int)
-    overlap = np.where(dt_iou != 0, 1 - dt_iou, dt_iou) * tps
-    rows = []
-    with np.errstate(invalid="ignore", divide="ignore"):
-        for s0 in GRID:
-            thrind = int(np.sum(scores > s0) if strict else np.sum(scores >= s0))
-            omega = float(np.sum(tps[0:thrind]))
-            nhat = float(np.sum(fps[0:thrind]))
-            mhat = npig - omega
-            l = np.maximum(omega + nhat, npig)
-            fp_error = (1 - tau) * (nhat / l)
-            fn_error = (1 - tau) * (mhat / l)
-            z = (omega + mhat + nhat) / l
-            lrp = (np.sum(overlap[:thrind]) / l) + fp_error + fn_error
-            lrp = lrp / z / (1 - tau)
-            rows.append((lrp, np.float64(np.sum(overlap[:thrind])) / omega, np.float64(nhat) / (omega + nhat),
-                         mhat / npig, omega, nhat, mhat))
-    lrps = np.array([r[0] for r in rows])
+    """ECCV'18 cocoevalLRP accumulate, float for float (``strict``: voc_eval's ``score > s``), its per-``s`` scalar
+    arithmetic done elementwise over the grid."""
+    overlap = np.where(dt_iou != 0, 1 - dt_iou, dt_iou) * tps.astype(int)
+    thrind = np.array([np.sum(scores > s0) if strict else np.sum(scores >= s0) for s0 in GRID])
+    loc_sum = {n: np.sum(overlap[:n]) for n in set(thrind.tolist())}  # NumPy's pairwise sum, as the code's np.sum
+    total = np.array([loc_sum[n] for n in thrind.tolist()])
+    omega = np.concatenate([[0], np.cumsum(tps)])[thrind].astype(float)
+    nhat = np.concatenate([[0], np.cumsum(fps)])[thrind].astype(float)
+    mhat = npig - omega
+    l = np.maximum(omega + nhat, npig)
+    fp_error = (1 - tau) * (nhat / l)
+    fn_error = (1 - tau) * (mhat / l)
+    z = (omega + mhat + nhat) / l
+    lrps = ((total / l) + fp_error + fn_error) / z / (1 - tau)
     i = int(np.argmin(lrps))
-    lrp, loc, fp, fn, omega, nhat, mhat = rows[i]
-    return {"olrp": float(lrp), "loc": float(loc), "fp": float(fp), "fn": float(fn), "threshold": i * 0.01,
-            "n_tp": int(omega), "n_fp": int(nhat), "n_fn": int(mhat)}
+    with np.errstate(invalid="ignore"):
+        return {"olrp": float(lrps[i]), "loc": float(total[i] / omega[i]), "fp": float(nhat[i] / (omega[i] + nhat[i])),
+                "fn": float(mhat[i] / npig), "threshold": i * 0.01, "n_tp": int(omega[i]), "n_fp": int(nhat[i]),
+                "n_fn": int(mhat[i])}
 
 
 def lrp_reference(ev: COCOeval, search: str = "rank") -> dict:

@@ -1,21 +1,21 @@
 """Differential LRP: the engine against the test reference (the official LRP codes' arithmetic on PyPI
 pycocotools' own evalImgs, tests/metrics/lrp_reference.py) on seeded random COCO datasets, per (category, area
-range) and in the summary, for every search and at two IoU thresholds: 1e-12, thresholds exactly, nulls in the
-same places."""
+range) and in the summary, for every search, at two IoU thresholds, in stores of 1 and 3 shards: 1e-12, thresholds
+exactly, nulls in the same places."""
 
 import math
 
 import numpy as np
 import pytest
 
-from evalengine.match.coco import CocoProtocol
+from evalengine.match.coco import COCO_IOU_THRESHOLDS, CocoProtocol
 from tests.helpers import ours
 from tests.metrics.lrp_reference import SEARCHES, dt_ious, cocoeval, lrp_reference, lrp_summary
 
 # the generator gives some datasets a ground truth of id 0 on purpose
 pytestmark = pytest.mark.filterwarnings("ignore:.*annotation id 0 found")
-N_DATASETS = 160
-TAUS = {0.5: range(N_DATASETS), 0.75: range(0, N_DATASETS, 2)}
+N_DATASETS = 150
+TAUS = {0.5: range(N_DATASETS), 0.75: range(0, N_DATASETS, 3)}
 ENGINE_SEARCH = {"rank": {"search": "rank"}, "score": {"search": "score"},
                  "grid>=": {"search": "grid", "compare": ">="}, "grid>": {"search": "grid", "compare": ">"}}
 VALUES = ("olrp", "loc", "fp", "fn")
@@ -90,11 +90,13 @@ def random_lrp_coco(seed: int):
     for _ in range(int(rng.integers(0, 10))):     # background, also on images without GT and classes without GT
         dets.append({"image_id": int(rng.choice(image_ids)), "category_id": int(rng.choice(det_cats)),
                      "bbox": _gt_box(rng), "score": score()})
-    if rng.random() < 0.12:                        # one crowded (image, class) beyond the 100 cap
-        image_id, cat = int(rng.choice(image_ids)), int(rng.choice(det_cats))
-        base = anns[rng.integers(len(anns))]["bbox"] if anns else _gt_box(rng)
-        for _ in range(int(rng.integers(101, 130))):
-            dets.append({"image_id": image_id, "category_id": cat, "bbox": _partner(rng, base), "score": score()})
+    if rng.random() < 0.12:     # crowded (image, class) groups beyond the 100 cap; > 256 in a class: pairwise sums
+        cat = int(rng.choice(det_cats))
+        for image_id in rng.choice(image_ids, size=int(rng.integers(1, 4))):
+            base = anns[rng.integers(len(anns))]["bbox"] if anns else _gt_box(rng)
+            for _ in range(int(rng.integers(101, 130))):
+                dets.append({"image_id": int(image_id), "category_id": cat, "bbox": _partner(rng, base),
+                             "score": score()})
     if not dets:
         dets.append({"image_id": int(image_ids[0]), "category_id": int(det_cats[0]), "bbox": _gt_box(rng),
                      "score": 0.35})
@@ -112,8 +114,11 @@ def _same(got, want, exact=False) -> bool:
     return got == want if exact else abs(got - want) <= 1e-12
 
 
-def compare(result, reference: dict, categories) -> list:
-    """The differences between an engine LRP result and the reference, as readable strings (empty: equal)."""
+def compare(result, reference: dict, categories, sizes=True) -> list:
+    """The differences between an engine LRP result and the reference, as readable strings (empty: equal);
+    ``sizes=False``: area range 'all' only."""
+    if not sizes:
+        reference = {key: row for key, row in reference.items() if key[1] == "all"}
     diffs = []
     rows = {(r["category_id"], r["area_range"]): r for r in result.table.iter_rows(named=True)}
     for key, want in reference.items():
@@ -134,8 +139,10 @@ def compare(result, reference: dict, categories) -> list:
     extra = set(rows) - set(reference)
     if extra:
         diffs.append(f"rows the reference does not have: {sorted(extra)}")
-    got, want = result.summary(), lrp_summary(reference, categories)
-    for name in ("olrp", "olrp_loc", "olrp_fp", "olrp_fn", "olrp_small", "olrp_medium", "olrp_large"):
+    got = result.summary()
+    want = lrp_summary({**{(c, a): None for c in categories for a in ("small", "medium", "large")}, **reference},
+                       categories)
+    for name in ("olrp", "olrp_loc", "olrp_fp", "olrp_fn") + (("olrp_small", "olrp_medium", "olrp_large") if sizes else ()):
         if not _same(got[name], want[name]):
             diffs.append(f"summary {name}: engine {got[name]!r}, reference {want[name]!r}")
     if sorted(got["per_class"]) != sorted(want["per_class"]):
@@ -191,8 +198,24 @@ def test_engine_equals_reference(tmp_path, tau):
     for seed in TAUS[tau]:
         gt, dt = random_lrp_coco(seed)
         ev = cocoeval(gt, dt, iou_thresholds=[tau])
-        evaluation = ours(tmp_path, gt, dt, CocoProtocol(iou_thresholds=(tau,)))
+        evaluation = ours(tmp_path, gt, dt, CocoProtocol(iou_thresholds=(tau,)), n_shards=1 + 2 * (seed % 3 == 1))
         for search in SEARCHES:
             diffs = compare(evaluation.lrp(**ENGINE_SEARCH[search]), lrp_reference(ev, search), ev.params.catIds)
+            failures += [f"seed {seed} tau {tau} {search}: {d}" for d in diffs[:3]]
+    assert not failures, f"{len(failures)} differences, first: " + "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("tau", [0.75, COCO_IOU_THRESHOLDS[8]])
+def test_other_threshold_of_the_default_table(tmp_path, tau):
+    """LRP at another IoU threshold of the default 10-threshold match table (area range 'all') equals the official
+    code run with ``iouThrs=[tau]`` (pycocotools matches each threshold on its own; τ index 8 is 0.8999999999999999)."""
+    failures = []
+    for seed in range(0, N_DATASETS, 8):
+        gt, dt = random_lrp_coco(seed)
+        ev = cocoeval(gt, dt, iou_thresholds=[tau])
+        evaluation = ours(tmp_path, gt, dt)
+        for search in SEARCHES:
+            result = evaluation.lrp(iou_threshold=tau, **ENGINE_SEARCH[search])
+            diffs = compare(result, lrp_reference(ev, search), ev.params.catIds, sizes=False)
             failures += [f"seed {seed} tau {tau} {search}: {d}" for d in diffs[:3]]
     assert not failures, f"{len(failures)} differences, first: " + "\n".join(failures[:20])
