@@ -30,6 +30,7 @@ from evalengine.match.coco import (
     COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol,
 )
 from evalengine.match.groups import warm_up
+from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
 from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.progress import Phases
@@ -45,9 +46,9 @@ from evalengine.store.sharding import PROPOSALS_PER_SHARD, default_shard_count
 
 # what the front doors declare their options from (the command is built on this module alone)
 __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_MAX_DETS", "HOSANG_BUDGETS",
-           "IOU_TYPES", "NAME_RULE", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
+           "IOU_TYPES", "LRP_SEARCHES", "NAME_RULE", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
            "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
-           "ingest_gt", "ingest_proposals", "location", "open", "replace_file", "report"]
+           "ingest_gt", "ingest_proposals", "location", "lrp_protocol", "open", "replace_file", "report"]
 
 DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
@@ -255,9 +256,10 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
 
 
 def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
-                  phases: Phases | None = None, **schedule) -> Evaluation:
+                  phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
     """Files in, a COCO evaluation out; the store is kept at ``store`` or made in a temporary folder that lives as
-    long as the evaluation.
+    long as the evaluation. ``accumulate=False`` leaves AP to be accumulated when asked for (LRP, operating points
+    do not need it).
 
     ``phases`` (a :class:`~evalengine.progress.Phases`) shows progress and times ingest, match and accumulate.
     """
@@ -267,10 +269,18 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     with phases.phase("ingest", total=count_rows(dt_path), unit="detections") as advance:
         opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store",
                              n_shards=n_shards, progress=advance)
-    evaluation = evaluate_store(opened, protocol, phases=phases, **schedule)
+    evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, **schedule)
     if folder is not None:
         evaluation.keep_alive.append(folder)
     return evaluation
+
+
+def lrp_protocol(iou_threshold: float = 0.5, max_dets: int = COCO_MAX_DETS[-1]) -> CocoProtocol:
+    """The COCO protocol LRP is read from: the official code takes ``iouThrs[0]`` and ``maxDets[-1]``, so the default
+    protocol at 0.5 and 100 (its match table is the one ``evaluate`` makes), else one threshold and that cap."""
+    if iou_threshold == COCO_IOU_THRESHOLDS[0] and max_dets == COCO_MAX_DETS[-1]:
+        return CocoProtocol()
+    return CocoProtocol(iou_thresholds=(iou_threshold,), max_dets=(max_dets,))
 
 
 class _TemporaryFolder:
@@ -282,11 +292,13 @@ class _TemporaryFolder:
 
 
 def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                   phases: Phases | None = None, **schedule) -> Evaluation:
+                   phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
     """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
     phases = phases or Phases()
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, **schedule)
+    if not accumulate:
+        return evaluation
     n_classes = len(evaluation.category_ids) if evaluation.protocol.use_cats else 1
     with phases.phase("accumulate", total=n_classes, unit="categories") as advance:
         evaluation.accumulate(on_batch_done=advance)

@@ -134,3 +134,50 @@ def ar_by_budget(tables: dict):
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def _first_categories(points: pl.DataFrame, category_ids, limit: int = 10) -> list:
+    """The listed categories, or the first ``limit`` of ``points`` (as Oksuz et al.'s Fig. 2 shows ten)."""
+    return list(category_ids) if category_ids else points.get_column("category_id").unique(maintain_order=True)[:limit].to_list()
+
+
+def lrp_curves(points: pl.DataFrame, category_names: dict, category_ids=None):
+    """LRP and its components (localisation, FP, FN) against the score threshold, one panel per category, the
+    LRP-optimal threshold marked (Oksuz et al. TPAMI'21 Fig. 2); ``points`` is ``operating_points()``."""
+    plt = _pyplot()
+    chosen = _first_categories(points, category_ids)
+    columns = min(len(chosen), 5) or 1
+    rows_n = -(-len(chosen) // columns) or 1
+    fig, axes = plt.subplots(rows_n, columns, figsize=(3.2 * columns, 2.8 * rows_n), squeeze=False, sharey=True)
+    for ax, k in zip(axes.flat, chosen):
+        curve = points.filter(pl.col("category_id") == k).sort("threshold")
+        for column, label in (("lrp", "LRP"), ("lrp_loc", "loc"), ("lrp_fp", "FP"), ("lrp_fn", "FN")):
+            ax.plot(curve["threshold"], curve[column], label=label, lw=1.5 if column == "lrp" else 1)
+        best = curve.sort("lrp", pl.col("threshold"), descending=[False, True]).row(0, named=True)
+        ax.plot([best["threshold"]], [best["lrp"]], "kx", ms=8)
+        ax.set(title=f"{category_names.get(k, k)} (s*={best['threshold']:.3g})", xlabel="score threshold",
+               xlim=(0, 1), ylim=(0, 1.01))
+    for ax in list(axes.flat)[len(chosen):]:
+        ax.axis("off")
+    axes.flat[0].legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def pr_operating_points(points: pl.DataFrame, category_names: dict, category_ids=None):
+    """Precision against recall at every distinct score, one curve per category, with the LRP-optimal (×) and
+    F1-optimal (○) points marked; ``points`` is ``operating_points()``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for k in _first_categories(points, category_ids, limit=5):
+        curve = points.filter(pl.col("category_id") == k).sort("threshold", descending=True)
+        line, = ax.plot(curve["recall"], curve["precision"], label=str(category_names.get(k, k)))
+        by_lrp = curve.sort("lrp", pl.col("threshold"), descending=[False, True]).row(0, named=True)
+        by_f1 = curve.sort("f1", pl.col("threshold"), descending=[True, True]).row(0, named=True)
+        ax.plot([by_lrp["recall"]], [by_lrp["precision"]], "x", color=line.get_color(), ms=9)
+        ax.plot([by_f1["recall"]], [by_f1["precision"]], "o", color=line.get_color(), mfc="none", ms=8)
+    ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1.01),
+           title="Precision–recall; × LRP-optimal, ○ F1-optimal")
+    ax.legend(loc="lower left", fontsize="small")
+    fig.tight_layout()
+    return fig

@@ -57,6 +57,11 @@ def _cmd_plot(args) -> str:
         figure = plots.pr_curves(evaluation.precision_recall(), names, args.categories, args.iou)
     elif args.kind == "recall-iou":
         figure = plots.recall_iou({run: store.evaluate(protocol, run=run).ap_table() for run in runs})
+    elif args.kind in ("lrp", "pr-optimal"):
+        points = store.evaluate(protocol, run=runs[0]).operating_points(args.iou)
+        names = dict(store.categories().select("category_id", "name").collect().iter_rows())
+        draw = plots.lrp_curves if args.kind == "lrp" else plots.pr_operating_points
+        figure = draw(points, names, args.categories)
     elif args.kind == "ap-by-size":
         figure = plots.ap_by_size({run: store.evaluate(protocol, run=run).summary() for run in runs})
     else:
@@ -111,12 +116,16 @@ def _out_args(parser, help: str, required: bool) -> None:
 
 def add_plot(sub) -> None:
     plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
-                                 "differences, proposal recall-IoU and AR-budget curves", _cmd_plot)
-    plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "proposal-recall-iou", "ar-budget"])
+                                 "differences, LRP and its components against the score threshold, precision-recall "
+                                 "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves",
+                                 _cmd_plot)
+    plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "lrp", "pr-optimal",
+                                       "proposal-recall-iou", "ar-budget"])
     _out_args(plot, "image file (.png, .pdf, .svg), outside the store", required=True)
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
-    plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr: one curve per category id")
-    plot.add_argument("--iou", type=float, default=0.5, help="pr with --categories: the IoU threshold")
+    plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr, lrp, pr-optimal: one curve per category id")
+    plot.add_argument("--iou", type=float, default=0.5,
+                      help="pr with --categories, lrp, pr-optimal: the IoU threshold (one of the protocol's)")
     plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")
     options.protocol_args(plot)
 

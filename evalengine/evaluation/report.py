@@ -8,6 +8,7 @@ import polars as pl
 from evalengine.errors import ProtocolError
 from evalengine.evaluation.detection import Evaluation
 from evalengine.evaluation.proposals import ProposalEvaluation
+from evalengine.metrics.lrp import OptimalLRP
 from evalengine.metrics.summary import STAT_NAMES, SUMMARY_LAYOUT, summary_cap
 
 
@@ -115,3 +116,43 @@ def proposal_table(payload: dict) -> str:
     if "stats" in payload:
         text += "\n" + "\n".join(f"{name:<26} {value:.4f}" for name, value in zip(payload["stat_names"], payload["stats"]))
     return text
+
+
+# the official LRP code's summary lines (kemaloksuz/LRP-Error ``summarize``, with ``lrp_size_details``)
+_LRP_TITLES = (("olrp", "Optimal LRP"), ("loc", "Optimal LRP Loc"), ("fp", "Optimal LRP FP"), ("fn", "Optimal LRP FN"))
+
+
+def lrp_summary(result: OptimalLRP, max_dets: int) -> str:
+    """The oLRP summary as the official code prints it: the four means in area 'all', oLRP per other area range, then
+    each component per other area range."""
+    first, *others = result.area_ranges
+    lines = [(f, first) for f, _ in _LRP_TITLES] + [("olrp", a) for a in others] + [
+        (f, a) for f, _ in _LRP_TITLES[1:] for a in others]
+    titles = dict(_LRP_TITLES)
+    return "\n".join(f"{titles[f]:<18}      @[ IoU={result.iou_threshold:<9.2f} | area={a:>6s} | maxDets={max_dets:>3d} ] "
+                     f"= {result.mean(f, a):0.3f}" for f, a in lines)
+
+
+def lrp_output(result: OptimalLRP, categories: pl.DataFrame, max_dets: int, as_json: bool) -> str:
+    """``evalengine lrp``: the per-category table (area 'all') and the official summary, or the JSON summary."""
+    if as_json:
+        return json.dumps(result.summary())
+    first = result.area_ranges[0]
+    rows = (result.table.filter((pl.col("area_range") == first) & (pl.col("n_gt") > 0))
+            .join(categories.select("category_id", "name"), on="category_id", how="left", maintain_order="left")
+            .select("category_id", "name", pl.col("olrp").alias("oLRP"), "loc", "fp", "fn", "threshold",
+                    pl.col("n_tp").alias("TP"), pl.col("n_fp").alias("FP"), pl.col("n_fn").alias("FN"))
+            .with_columns(pl.col("oLRP", "loc", "fp", "fn").round(4)))
+    return f"search: {result.search}\n{table(rows)}\n{lrp_summary(result, max_dets)}"
+
+
+def thresholds_output(best: pl.DataFrame, criterion: str, iou_threshold: float, as_json: bool) -> str:
+    """``evalengine thresholds``: per category the optimal score threshold and its operating point."""
+    fields = ("threshold", "precision", "recall", "f1", "lrp", "n_tp", "n_fp", "n_fn")
+    if as_json:
+        return json.dumps({"criterion": criterion, "iou_threshold": iou_threshold, "per_class": {
+            str(row["category_id"]): {"name": row.get("name"), **{f: row[f] for f in fields}}
+            for row in best.iter_rows(named=True)}})
+    shown = best.select("category_id", *([] if "name" not in best.columns else ["name"]), *fields)
+    return (f"{criterion.upper()}-optimal score thresholds (IoU {iou_threshold:.2f}, area all; a detection is kept when "
+            f"score >= threshold)\n" + table(shown.with_columns(pl.col("precision", "recall", "f1", "lrp").round(4))))

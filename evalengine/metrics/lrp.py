@@ -178,21 +178,25 @@ class OptimalLRP:
     iou_threshold: float
     search: str
 
+    @property
+    def area_ranges(self) -> list:
+        return self.table.get_column("area_range").unique(maintain_order=True).to_list()
+
+    def mean(self, field: str, area_range: str) -> float:
+        """The official summary of a field: its mean over the categories with regular ground truth in the area
+        range, NaN dropped (NumPy's mean, in category order); −1 when nothing is left."""
+        values = (self.table.filter((pl.col("area_range") == area_range) & (pl.col("n_gt") > 0))
+                  .get_column(field).drop_nulls().to_numpy())
+        return float(np.mean(values)) if len(values) else -1.0
+
     def summary(self) -> dict:
-        """moLRP and its mean components (area range 'all'), moLRP per other area range, and per category (area range
-        'all', categories with regular ground truth): the official code's means drop NaN and undefined classes, −1
-        when nothing is left."""
-        labels = self.table.get_column("area_range").unique(maintain_order=True).to_list()
-        defined = self.table.filter(pl.col("n_gt") > 0)
-
-        def mean(label, field):
-            values = defined.filter(pl.col("area_range") == label).get_column(field).drop_nulls()
-            return float(np.mean(values.to_numpy())) if len(values) else -1.0
-
-        first = labels[0]
-        summary = {"olrp": mean(first, "olrp"), "olrp_loc": mean(first, "loc"), "olrp_fp": mean(first, "fp"),
-                   "olrp_fn": mean(first, "fn"), **{f"olrp_{label}": mean(label, "olrp") for label in labels[1:]}}
-        per_class = defined.filter(pl.col("area_range") == first)
+        """moLRP and its mean components (the first area range, 'all'), moLRP per other area range, and per category
+        (first area range, categories with regular ground truth) oLRP, components and threshold (null: NaN)."""
+        first, *others = self.area_ranges
+        summary = {"olrp": self.mean("olrp", first), "olrp_loc": self.mean("loc", first),
+                   "olrp_fp": self.mean("fp", first), "olrp_fn": self.mean("fn", first),
+                   **{f"olrp_{label}": self.mean("olrp", label) for label in others}}
+        per_class = self.table.filter((pl.col("area_range") == first) & (pl.col("n_gt") > 0))
         summary["per_class"] = {str(row["category_id"]): {f: row[f] for f in ("olrp", "loc", "fp", "fn", "threshold")}
                                 for row in per_class.iter_rows(named=True)}
         return summary

@@ -1,0 +1,70 @@
+"""The LRP commands: ``lrp`` (optimal LRP of files or of a stored run) and ``thresholds`` (per-category deployment
+thresholds of a stored run, and the detections they keep)."""
+
+from evalengine import api
+from evalengine.cli import options
+from evalengine.cli.query import _target, _write
+from evalengine.errors import EvalEngineError
+
+
+def _evaluation(args):
+    """The matched run the command reads: of ``STORE`` (``--run``), or of ``--gt``/``--dt`` (a temporary store)."""
+    protocol = api.lrp_protocol(args.iou, args.max_dets)
+    if (args.store is None) == (args.gt is None or args.dt is None):
+        raise EvalEngineError("give a STORE, or --gt and --dt (not both)")
+    if args.store is None:
+        return api.evaluate_coco(args.gt, args.dt, protocol, accumulate=False, **options.schedule(args))
+    return api.open(args.store).evaluate(protocol, run=args.run, **options.schedule(args))
+
+
+def _cmd_lrp(args) -> str:
+    evaluation = _evaluation(args)
+    result = evaluation.lrp(search=args.search, compare=args.compare)
+    return api.report.lrp_output(result, evaluation.layout.read("categories"), evaluation.protocol.max_det_cap,
+                                 args.json)
+
+
+def _cmd_thresholds(args) -> str:
+    store = api.open(args.store)
+    target = _target(args, store) if args.out else None
+    evaluation = _evaluation(args)
+    best = evaluation.thresholds(args.criterion)
+    if target is not None:
+        kept = evaluation.kept_detections(best).collect()
+        _write(args, target, kept.write_parquet)
+    return api.report.thresholds_output(best, args.criterion, evaluation.protocol.iou_thresholds[0], args.json)
+
+
+def _lrp_args(parser) -> None:
+    parser.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run (with STORE)")
+    parser.add_argument("--iou", type=options.iou, default=0.5, help="IoU threshold of a true positive (default 0.5)")
+    parser.add_argument("--max-dets", type=options.positive_int, default=api.COCO_MAX_DETS[-1], metavar="N",
+                        help="detections kept per image and category (default 100)")
+    options.schedule_args(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+def add_lrp(sub) -> None:
+    lrp = sub.add_parser("lrp", help="optimal LRP (Oksuz et al.) per category and size, as the official code")
+    lrp.add_argument("store", nargs="?", default=None, help=f"a store: {options.STORE_HELP} (or --gt and --dt)")
+    lrp.add_argument("--gt", default=None, help="COCO ground-truth JSON")
+    lrp.add_argument("--dt", default=None, help="detections: COCO result JSON, JSON Lines or Parquet")
+    _lrp_args(lrp)
+    lrp.add_argument("--search", choices=api.LRP_SEARCHES, default="rank",
+                     help="rank: the official TPAMI'21 code (default); score: thresholds keep tied scores together; "
+                          "grid: the ECCV'18 code's 0.01 grid")
+    lrp.add_argument("--compare", choices=[">=", ">"], default=">=",
+                     help="grid search: keep score >= s (the ECCV'18 COCO code) or > s (its VOC code)")
+    lrp.set_defaults(func=_cmd_lrp)
+
+
+def add_thresholds(sub) -> None:
+    thresholds = options.store_command(
+        sub, "thresholds", "per-category score thresholds that minimise LRP or maximise F1", _cmd_thresholds)
+    thresholds.set_defaults(gt=None, dt=None)
+    _lrp_args(thresholds)
+    thresholds.add_argument("--criterion", choices=["lrp", "f1"], default="lrp",
+                            help="lrp: least LRP (default); f1: greatest F1")
+    thresholds.add_argument("--out", default=None, metavar="FILE",
+                            help="write the detections kept at the thresholds (Parquet) to FILE, outside the store")
+    thresholds.add_argument("--force", action="store_true", help="replace FILE if it exists")
