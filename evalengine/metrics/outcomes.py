@@ -83,11 +83,12 @@ def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_
         dt_matches = dt_matches.with_columns(pl.lit(-1, dtype=pl.Int64).alias("category_id"))
     n_gt = regular_gt_counts(gt_matches, category_ids, protocol)[:, :n_area]
     ties = list(protocol.tie_order) + [pl.lit(0, dtype=pl.Int64).alias("_none")] * (2 - len(protocol.tie_order))
-    n_area_stored, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
+    n_area_stored = len(protocol.area_ranges)
     for k_lo, k_hi in category_batches(dt_matches, category_ids, batch_rows):
         batch = pl.Series(category_ids[k_lo:k_hi]).implode()
         frame = (dt_matches.filter(pl.col("category_id").is_in(batch))
-                 .select("category_id", "score", *ties, "tp_bits", "ignored_bits", "matched_iou", "area_iou")
+                 .select("category_id", "score", *ties, "tp_bits", "ignored_bits",
+                         pl.col("matched_iou").arr.get(t).fill_null(np.nan).alias("first_iou"), "area_iou")
                  .collect())
         cat_index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
         score = frame.get_column("score").to_numpy().astype(np.float64)
@@ -95,7 +96,8 @@ def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_
         order, starts = order_by_category(cat_index, k_hi - k_lo, score, first, second)
         columns = _gather(order, score, _values(frame.get_column("tp_bits"), n_area_stored, np.uint64)[:, :n_area],
                           _values(frame.get_column("ignored_bits"), n_area_stored, np.uint64)[:, :n_area],
-                          np.ascontiguousarray(_values(frame.get_column("matched_iou"), n_thr, np.float64)[:, t]),
+                          frame.get_column("first_iou").to_numpy().astype(np.float64),
                           _values(frame.get_column("area_iou"), n_area_stored, np.float64), t)
+        del frame, order, first, second, score  # only the gathered arrays are held while the batch is consumed
         yield RankedBatch(category_ids=category_ids[k_lo:k_hi], starts=starts, score=columns[0], tp=columns[1],
                           ignored=columns[2], iou=columns[3], n_gt=n_gt[k_lo:k_hi])
