@@ -19,7 +19,7 @@ from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
 from evalengine.evaluation.proposals import ProposalEvaluation
-from evalengine.evaluation.voc import VocEvaluation
+from evalengine.evaluation.voc import VocEvaluation, voc_output
 from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
@@ -52,7 +52,8 @@ __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_M
            "IOU_TYPES", "NAME_RULE", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
            "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
            "ingest_gt", "ingest_proposals", "location", "open", "replace_file", "report",
-           "VOC_METRICS", "VocEvaluation", "VocProtocol", "evaluate_store_voc", "evaluate_voc", "ingest_voc"]
+           "VOC_METRICS", "VocEvaluation", "VocProtocol", "evaluate_store_voc", "evaluate_voc", "ingest_voc",
+           "voc_output"]
 
 DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
