@@ -57,6 +57,14 @@ class VocEvaluation:
         return rows.join(names, on="category_id", how="left", maintain_order="left").select(
             "category_id", "name", "iou_threshold", "ap", "tp", "fp", "n_gt")
 
+    def precision_recall(self) -> pl.DataFrame:
+        """The precision-recall points per (class, IoU threshold) (see :func:`evalengine.metrics.voc.precision_recall`)."""
+        dt, gt = self.dt_matches(), self.gt_matches()
+        if self.image_subset is not None:
+            subset = pl.Series(self.image_subset, dtype=pl.Int64).implode()
+            dt, gt = dt.filter(pl.col("image_id").is_in(subset)), gt.filter(pl.col("image_id").is_in(subset))
+        return voc_metrics.precision_recall(dt, gt, self.protocol)
+
     def mean_ap(self, metric: str = "voc12") -> list:
         """mAP per IoU threshold over the classes with non-difficult ground truth."""
         return self.accumulate(metric).mean_ap()

@@ -172,3 +172,28 @@ def ap_table(acc: VocAccumulation) -> pl.DataFrame:
         "fp": acc.fp.reshape(-1),
         "n_gt": acc.n_gt[k],
     })
+
+
+def precision_recall(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, protocol: VocProtocol) -> pl.DataFrame:
+    """``voc_eval.py``'s ``rec`` and ``prec`` as rows: per (category, IoU threshold), each counted detection in
+    (−score, det_id) order with its outcome and the cumulative ``tp``, ``fp``, ``recall`` (null for a class without
+    non-difficult ground truth) and ``precision``."""
+    npos = (gt_matches.filter((pl.col("ignored_bits") & 1) == 0).group_by("category_id")
+            .agg(pl.len().cast(pl.Int64).alias("n_gt")))
+    curves = []
+    for t, threshold in enumerate(protocol.iou_thresholds):
+        bit = 1 << t
+        is_tp = (pl.col("tp_bits").arr.first() & bit) != 0
+        curves.append(
+            dt_matches.filter((pl.col("ignored_bits").arr.first() & bit) == 0)
+            .select("category_id", "image_id", "det_id", "score", is_tp.alias("is_tp"),
+                    pl.lit(threshold).alias("iou_threshold"))
+            .sort("category_id", pl.col("score") + 0.0, "det_id", descending=[False, True, False]))
+    cumulative = [pl.col("is_tp").cast(pl.Int64).cum_sum().alias("tp"),
+                  (~pl.col("is_tp")).cast(pl.Int64).cum_sum().alias("fp")]
+    return (pl.concat(curves).with_columns([c.over("category_id", "iou_threshold") for c in cumulative])
+            .join(npos, on="category_id", how="left")
+            .with_columns((pl.col("tp") / pl.col("n_gt")).alias("recall"),
+                          (pl.col("tp") / pl.max_horizontal(pl.col("tp") + pl.col("fp"), pl.lit(_EPS)))
+                          .alias("precision"))
+            .collect())
