@@ -65,8 +65,8 @@ def _parse_xml(path: Path) -> _Node:
         stack.append(node)
 
     def refuse_doctype(*_):
-        raise InputError(f"{path}: {where()}: a DOCTYPE declaration is not accepted (its entities could expand "
-                         "without bound)")
+        raise InputError(f"{path}: line {parser.CurrentLineNumber}: a DOCTYPE declaration is not accepted (its "
+                         "entities could expand without bound)")
 
     parser.StartElementHandler = start
     parser.EndElementHandler = lambda _tag: stack.pop()
