@@ -187,12 +187,13 @@ def precision_recall(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, protoco
         curves.append(
             dt_matches.filter((pl.col("ignored_bits").arr.first() & bit) == 0)
             .select("category_id", "image_id", "det_id", "score", is_tp.alias("is_tp"),
-                    pl.lit(threshold).alias("iou_threshold"))
-            .sort("category_id", pl.col("score") + 0.0, "det_id", descending=[False, True, False]))
+                    pl.lit(threshold).alias("iou_threshold")))
     cumulative = [pl.col("is_tp").cast(pl.Int64).cum_sum().alias("tp"),
                   (~pl.col("is_tp")).cast(pl.Int64).cum_sum().alias("fp")]
-    return (pl.concat(curves).with_columns([c.over("category_id", "iou_threshold") for c in cumulative])
-            .join(npos, on="category_id", how="left")
+    return (pl.concat(curves).sort(["category_id", "iou_threshold", pl.col("score") + 0.0, "det_id"],
+                                   descending=[False, False, True, False])
+            .with_columns([c.over("category_id", "iou_threshold") for c in cumulative])
+            .join(npos, on="category_id", how="left", maintain_order="left")
             .with_columns((pl.col("tp") / pl.col("n_gt")).alias("recall"),
                           (pl.col("tp") / pl.max_horizontal(pl.col("tp") + pl.col("fp"), pl.lit(_EPS)))
                           .alias("precision"))
