@@ -3,6 +3,7 @@ evaluation whose metrics are Polars frames (:mod:`evalengine.evaluation`)."""
 
 import shutil
 import tempfile
+from importlib import resources
 import threading
 import weakref
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_M
            "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
            "ingest_gt", "ingest_proposals", "location", "open", "replace_file", "report",
            "VOC_METRICS", "VocEvaluation", "VocProtocol", "evaluate_store_voc", "evaluate_voc", "ingest_voc",
-           "voc_output"]
+           "voc_output", "voc_sample"]
 
 DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
@@ -367,3 +368,10 @@ def evaluate_voc(gt, dt, protocol: VocProtocol | None = None, metric: str = "voc
     if folder is not None:
         evaluation.keep_alive.append(folder)
     return evaluation
+
+
+def voc_sample() -> tuple:
+    """``(Annotations folder, results folder)`` of the bundled VOC sample: 100 VOC2012 images, 20 classes, 38 difficult
+    objects, a detector's devkit result files (``evalengine/data/NOTICE.md``)."""
+    folder = Path(str(resources.files("evalengine.data"))) / "voc_sample"
+    return folder / "Annotations", folder / "results"

@@ -27,6 +27,10 @@ def _matching_args(parser) -> None:
 
 
 def _cmd_voc(args) -> str:
+    if args.sample:
+        args.gt, args.dt = api.voc_sample()
+    elif args.gt is None or args.dt is None:
+        raise EvalEngineError("voc: --gt and --dt are needed (or --sample)")
     timed = options.phases(args)
     evaluation = api.evaluate_voc(args.gt, args.dt, _protocol(args, args.iou), metric=args.metric, store=args.store,
                                   n_shards=args.shards, phases=timed, **options.schedule(args))
@@ -44,8 +48,11 @@ def _cmd_ingest_voc(args) -> str:
 
 def add_voc(sub) -> None:
     voc = sub.add_parser("voc", help="evaluate PASCAL VOC files as the devkit would (per-class AP, TP, FP, mAP)")
-    voc.add_argument("--gt", required=True, help=GT_HELP)
-    voc.add_argument("--dt", required=True, help=DT_HELP)
+    voc.add_argument("--gt", help=GT_HELP)
+    voc.add_argument("--dt", help=DT_HELP)
+    voc.add_argument("--sample", action="store_true",
+                     help="evaluate the bundled sample: 100 VOC2012 images (20 classes, difficult objects) and a "
+                          "detector's devkit result files")
     voc.add_argument("--iou", type=options.iou, nargs="+", default=None, metavar="T",
                      help="IoU thresholds (default: 0.5, the devkit's minoverlap)")
     _matching_args(voc)
