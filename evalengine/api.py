@@ -28,7 +28,7 @@ from evalengine.io.metadata import with_image_metadata
 from evalengine.geometry.homography import homography_table
 from evalengine.io.perturbations import read_homographies
 from evalengine.io.proposals import BOX_CONVENTIONS, iter_proposals
-from evalengine.io.voc import iter_voc_detections, read_ground_truth
+from evalengine.io.voc import estimate_result_rows, iter_voc_detections, read_ground_truth
 from evalengine.match.coco import (
     COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol,
 )
@@ -334,7 +334,7 @@ def ingest_voc(gt, dt, store, n_shards: int | None = None, run: str = DEFAULT_RU
     check_name("run", run)
     replaced_store(location(store), overwrite, [gt, dt])
     dataset = read_ground_truth(gt)
-    rows = estimate_rows(dt) if Path(dt).is_file() else 0
+    rows = estimate_result_rows(dt) if Path(dt).is_dir() else estimate_rows(dt)
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {run: iter_voc_detections(dt, dataset)},
                           n_shards=n_shards or default_shard_count(max(rows, dataset.gt.height)),
                           provenance={"gt": str(gt), run: str(dt)}, overwrite=overwrite, progress=progress)

@@ -130,20 +130,14 @@ def _refused(tmp_path, annotations, results, where, expected, command="voc"):
     assert set(tmp_path.iterdir()) == before
 
 
-@pytest.mark.parametrize("case", range(len(BAD_XML)))
-def test_bad_xml(tmp_path, case):
-    text, expected = BAD_XML[case]
-    annotations, results = _voc_inputs(tmp_path, xml=text)
-    _refused(tmp_path, annotations, results, annotations / "000001.xml", expected,
-             command="voc" if case % 2 else "ingest")
-
-
-@pytest.mark.parametrize("case", range(len(BAD_RESULTS)))
-def test_bad_result_lines(tmp_path, case):
-    text, expected = BAD_RESULTS[case]
-    annotations, results = _voc_inputs(tmp_path, results=text)
-    _refused(tmp_path, annotations, results, results / "comp4_det_test_cat.txt", expected,
-             command="voc" if case % 2 else "ingest")
+@pytest.mark.parametrize("kind, case", [("xml", i) for i in range(len(BAD_XML))]
+                         + [("results", i) for i in range(len(BAD_RESULTS))])
+def test_bad_file(tmp_path, kind, case):
+    """Through ``voc`` and ``ingest voc`` in turn."""
+    text, expected = (BAD_XML if kind == "xml" else BAD_RESULTS)[case]
+    annotations, results = _voc_inputs(tmp_path, **{kind: text})
+    where = annotations / "000001.xml" if kind == "xml" else results / "comp4_det_test_cat.txt"
+    _refused(tmp_path, annotations, results, where, expected, command="voc" if case % 2 else "ingest")
 
 
 def test_bad_folders(tmp_path):
