@@ -32,18 +32,18 @@ def write_results(folder: Path, detections: dict, prefix: str = "comp4_det_test"
     return folder
 
 
-def padilla_to_voc(gts: Path, dets: Path, out: Path, box: str = "xywh") -> tuple:
+def padilla_to_voc(gts: Path | None, dets: Path, out: Path, box: str = "xywh") -> tuple:
     """The Padilla tools' per-image text files (``class x y w h`` / ``class score x y w h``, or ``x1 y1 x2 y2`` with
     ``box="xyxy"``; files in name order, lines in order) as ``(Annotations folder, results folder)``. Their boxes'
     corners ``(x, y, x + w, y + h)`` are read with the devkit's +1 rule, so they are written as the devkit's
-    inclusive corners unchanged. A class may be given by its index into ``names``."""
+    inclusive corners unchanged. Without ``gts``, the images are those of the detection files, without objects."""
     def corners(values):
         x, y, a, b = (float(v) for v in values)
         x1, y1, x2, y2 = (x, y, x + a, y + b) if box == "xywh" else (x, y, a, b)
         return tuple(int(v) if v.is_integer() else v for v in (x1, y1, x2, y2))
 
     images, results = {}, {}
-    for path in sorted(gts.glob("*.txt")):
+    for path in sorted(gts.glob("*.txt")) if gts else ():
         images[path.stem] = [(line.split()[0], *corners(line.split()[1:5]), False)
                              for line in path.read_text().splitlines() if line.strip()]
     for path in sorted(dets.glob("*.txt")):

@@ -18,7 +18,7 @@ TOY = DATA / "voc" / "padilla_toy"
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
     """The toy example: its Annotations folder and its detections as a devkit result folder."""
-    return TOY / "Annotations", padilla_to_voc(TOY / "no_gts", TOY / "dets", tmp_path_factory.mktemp("toy"))[1]
+    return TOY / "Annotations", padilla_to_voc(None, TOY / "dets", tmp_path_factory.mktemp("toy"))[1]
 
 
 def test_voc_json_and_table(tmp_path, toy):
@@ -88,7 +88,7 @@ def test_sql_views_equal_the_python_metrics(tmp_path):
     for path in (database / "dets").glob("*.txt"):
         lines = [line.split() for line in path.read_text().splitlines() if line.strip()]
         (dets / path.name).write_text("".join(" ".join([names[int(f[0])], *f[1:]]) + "\n" for f in lines))
-    _, results = padilla_to_voc(tmp_path / "none", dets, tmp_path, box="xyxy")
+    _, results = padilla_to_voc(None, dets, tmp_path, box="xyxy")
     store = ingest_voc(database / "Annotations", results, tmp_path / "store", n_shards=4)
     for protocol in (VocProtocol(iou_thresholds=(0.5, 0.7)), VocProtocol(strict=True, use_difficult=True)):
         evaluation = evaluate_store_voc(store, protocol)

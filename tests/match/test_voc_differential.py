@@ -191,7 +191,7 @@ def test_real_voc2012_subset(tmp_path, strict):
     for path in (database / "dets").glob("*.txt"):  # class given by its 0-based index into voc.names
         lines = [line.split() for line in path.read_text().splitlines() if line.strip()]
         (dets / path.name).write_text("".join(" ".join([names[int(f[0])], *f[1:]]) + "\n" for f in lines))
-    _, results = padilla_to_voc(tmp_path / "none", dets, tmp_path, box="xyxy")
+    _, results = padilla_to_voc(None, dets, tmp_path, box="xyxy")
     annotations = database / "Annotations"
     recs = {path.stem: parse_rec(path) for path in sorted(annotations.glob("*.xml"))}
     lines = {}

@@ -27,7 +27,7 @@ def test_case_1(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def toy_results(tmp_path_factory):
-    return padilla_to_voc(TOY_GT.parent / "no_gts", TOY_GT.parent / "dets", tmp_path_factory.mktemp("toy"))[1]
+    return padilla_to_voc(None, TOY_GT.parent / "dets", tmp_path_factory.mktemp("toy"))[1]
 
 
 @pytest.mark.parametrize("iou", [0.1, 0.3, 0.5, 0.75])
