@@ -151,3 +151,15 @@ def gt_matches_schema(n_areas: int) -> dict:
         "ignored_bits": pl.UInt64,
         "matched_bits": pl.Array(pl.UInt64, n_areas),
     }
+
+# candidate pairs (:mod:`evalengine.match.pairs`): every (detection, ground truth) pair of any classes in an image
+# with box IoU >= the protocol's ``min_iou`` (crowd: intersection over the detection's area, as pycocotools)
+PAIRS = {
+    "image_id": pl.Int64,
+    "det_id": pl.Int64,
+    "gt_id": pl.Int64,
+    "dt_category_id": pl.Int64,
+    "gt_category_id": pl.Int64,
+    "iou": pl.Float64,
+    "gt_iscrowd": pl.Boolean,
+}
