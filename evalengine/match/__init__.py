@@ -8,6 +8,7 @@ from evalengine.match.coco import CocoProtocol
 from evalengine.match.pairs import PairsProtocol
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
+from evalengine.match.tide import TideProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
-PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, PairsProtocol)
+PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, PairsProtocol, TideProtocol)

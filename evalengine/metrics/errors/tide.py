@@ -1,0 +1,143 @@
+"""TIDE (Bolya et al., "TIDE: A General Toolbox for Identifying Object Detection Errors", ECCV 2020) as a query over
+the ``tide`` match table (:mod:`evalengine.match.tide`): tidecv 1.0.1's ΔAP of each error type, in its percent units.
+
+tidecv's AP (``APDataObject.get_ap``), per class: the points sorted by −score with Python's stable sort, precision
+``tp / (tp + fp)`` and recall ``tp / n_gt``, the right-to-left running maximum of precision, sampled at recall
+``k / 100`` (k = 0 … 100) with ``searchsorted(recall, k / 100, 'left')`` (0 past the last point), averaged and × 100;
+a class with points but no ground truth scores 0, one with neither is left out of the mean (``get_mAP``).
+
+The order of tied scores is the order the points were pushed (what the stable sort keeps):
+
+- the run's AP pushes image by image (images in ground-truth file order), each image in its score order (file
+  order among ties): ties sort by (image, det_id);
+- every fixed AP (``TIDERun.fix_errors``) pushes the errors' points first, then the original true positives: ties
+  sort by (errors before true positives, image, det_id). So fixing nothing can change the AP; tidecv reports
+  ``max(fixed − original, 0)`` for the main errors (so do we) and the plain difference for the special ones.
+
+Fixes: Cls and Loc turn the error into a true positive (of the target's class for Cls) when it is its target's best
+(:mod:`evalengine.match.tide`), else remove it; Both, Dupe and Bkg remove it; Miss lowers the class's ground-truth
+count by its misses. FalsePos scores every true positive 1 and every error 0; FalseNeg lowers each class's count by
+its unused ground truths. Ignored detections are no points, but their errors are counted and fixed like the others.
+"""
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import polars as pl
+
+from evalengine.errors import EvalEngineError
+from evalengine.match.tide import ERRORS, IGNORED, TP
+
+SPECIAL = ("FalsePos", "FalseNeg")
+_RECALL_BINS = 101  # tidecv's resolution 100: recall 0, 0.01, …, 1
+
+
+@dataclass(frozen=True)
+class TideResult:
+    """AP50 (tidecv's, in percent), the ΔAP of each main and special error, and the error counts."""
+
+    ap50: float
+    main: dict
+    special: dict
+    counts: dict
+
+    def as_dict(self) -> dict:
+        return {"ap50": self.ap50, "main": self.main, "special": self.special, "counts": self.counts}
+
+    def frame(self) -> pl.DataFrame:
+        """``error, kind (main | special), delta_ap, count`` (count null for the special errors)."""
+        rows = [(name, "main", self.main[name], self.counts[name]) for name in ERRORS]
+        rows += [(name, "special", self.special[name], None) for name in SPECIAL]
+        return pl.DataFrame(rows, schema={"error": pl.String, "kind": pl.String, "delta_ap": pl.Float64,
+                                          "count": pl.Int64}, orient="row")
+
+
+@numba.njit(cache=True, nogil=True)
+def _class_aps(cls, correct, starts, n_gt):
+    """tidecv's AP of each class from its points in sorted order (``starts``: class boundaries) and its ground-truth
+    count; and whether the class counts in the mean (points or ground truth)."""
+    n_cls = n_gt.shape[0]
+    aps = np.zeros(n_cls)
+    counted = np.zeros(n_cls, np.bool_)
+    for c in range(n_cls):
+        s, e = starts[c], starts[c + 1]
+        counted[c] = e > s or n_gt[c] != 0
+        if n_gt[c] == 0 or e == s:
+            continue
+        n = e - s
+        precision = np.empty(n)
+        recall = np.empty(n)
+        n_true = 0
+        for i in range(n):
+            n_true += correct[s + i]
+            precision[i] = n_true / (i + 1)
+            recall[i] = n_true / n_gt[c]
+        for i in range(n - 1, 0, -1):
+            if precision[i] > precision[i - 1]:
+                precision[i - 1] = precision[i]
+        total = 0.0
+        for b in range(_RECALL_BINS):
+            at = np.searchsorted(recall, b / 100)
+            if at < n:
+                total += precision[at]
+        aps[c] = total / _RECALL_BINS * 100
+    return aps, counted
+
+
+def mean_ap(cls, score, correct, group, image_order, det_id, n_gt) -> float:
+    """tidecv's mAP of points (class index, score, correct), ties in (group, image order, det_id) order."""
+    order = np.lexsort((det_id, image_order, group, -(score + 0.0), cls))
+    starts = np.searchsorted(cls[order], np.arange(n_gt.shape[0] + 1))
+    aps, counted = _class_aps(cls[order], correct[order].astype(np.int64), starts, n_gt)
+    if not counted.any():
+        raise EvalEngineError("TIDE's mAP is undefined: no class has ground truth or detections (tidecv divides by "
+                              "zero)")
+    return float(aps[counted].sum() / counted.sum())
+
+
+def tide_errors(dt: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFrame) -> TideResult:
+    """ΔAP and counts of every TIDE error from the ``tide`` match table's ``dt`` and ``gt`` sides and the ``images``
+    table (its row order is the ground-truth file's image order)."""
+    order = images.select("image_id").with_row_index("image_order").select("image_id", pl.col("image_order").cast(pl.Int64))
+    dt = dt.select("image_id", "category_id", "det_id", "score", "outcome", "error", "fix_category_id").join(
+        order, on="image_id").collect()
+    gt = gt.select("category_id", "used", "missed").collect()
+    classes = pl.concat([dt.get_column("category_id"), gt.get_column("category_id")]).unique().sort()
+    index = {c: np.searchsorted(classes.to_numpy(), frame.get_column(c).fill_null(classes[0]).to_numpy())
+             for frame, c in ((dt, "category_id"), (dt, "fix_category_id"))}
+    gt_cls = np.searchsorted(classes.to_numpy(), gt.get_column("category_id").to_numpy())
+
+    def per_class(mask):
+        return np.bincount(gt_cls[mask], minlength=classes.len()).astype(np.int64)
+
+    n_gt = per_class(np.ones(gt.height, bool))
+    cls, fix_cls = index["category_id"], index["fix_category_id"]
+    score = dt.get_column("score").to_numpy()
+    outcome, error = dt.get_column("outcome").to_numpy(), dt.get_column("error").to_numpy()
+    fixes = dt.get_column("fix_category_id").is_not_null().to_numpy()
+    image_order, det_id = dt.get_column("image_order").to_numpy(), dt.get_column("det_id").to_numpy()
+    tp, counted = outcome == TP, outcome != IGNORED
+    error_point = (error > 0) & counted
+
+    def ap(keep, cls_, score_, correct, group, gt_count=n_gt):
+        return mean_ap(cls_[keep], score_[keep], correct[keep], group[keep], image_order[keep], det_id[keep], gt_count)
+
+    zeros = np.zeros(dt.height, np.int64)
+    base = ap(counted, cls, score, tp, zeros)
+    group = tp.astype(np.int64)  # fixed APs: the errors' points, then the true positives
+    main = {}
+    for code, name in enumerate(ERRORS[:-1], start=1):
+        fixed = (error == code) & fixes
+        keep = tp | (error_point & (error != code)) | fixed
+        main[name] = max(ap(keep, np.where(fixed, fix_cls, cls), score, tp | fixed, group) - base, 0.0)
+    missed, used = gt.get_column("missed").to_numpy(), gt.get_column("used").to_numpy()
+    unfixed = tp | error_point
+    main["Miss"] = max(ap(unfixed, cls, score, tp, group, n_gt - per_class(missed)) - base, 0.0)
+    special = {
+        "FalsePos": ap(unfixed, cls, tp.astype(np.float64), tp, group) - base,
+        "FalseNeg": ap(unfixed, cls, score, tp, group, n_gt - per_class(~used)) - base,
+    }
+    counts = {name: int((error == code).sum()) for code, name in enumerate(ERRORS[:-1], start=1)}
+    counts["Miss"] = int(missed.sum())
+    return TideResult(base, main, special, counts)
