@@ -18,6 +18,7 @@ from evalengine.engine.runner import SCHEDULERS
 from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
+from evalengine.evaluation.errors import TIDE_MODES, TideEvaluation, diagnose_tide
 from evalengine.evaluation.proposals import ProposalEvaluation
 from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
@@ -33,6 +34,7 @@ from evalengine.match.groups import warm_up
 from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
 from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
+from evalengine.match.tide import TideProtocol
 from evalengine.progress import Phases
 from evalengine.store.build import add_proposal_run, add_run, create_store, replaced_store
 from evalengine.store.commit import replace_file
@@ -327,3 +329,27 @@ def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None = 
         params = baselines.fitted_params(kind, dataset.gt, dataset.images)
     frames = baselines.generate(kind, dataset.images, per_image, params, seed)
     return pl.concat(list(frames)).select("image_id", *corner_columns()), dataset.images.height
+
+
+# --- error diagnosis (TIDE) -------------------------------------------------------------------------------------
+
+__all__ += ["TIDE_MODES", "TideEvaluation", "TideProtocol", "tide", "tide_files"]
+
+
+def tide(store: Store, run: str = DEFAULT_RUN, mode: str = "tide", protocol: TideProtocol | None = None,
+         **schedule) -> TideEvaluation:
+    """TIDE's error diagnosis of a stored run (``.result``: AP50, ΔAP per error, counts; ``mode='tide'``: tidecv's own
+    matching and AP); the pairs and TIDE tables are matched once and kept in the store."""
+    return diagnose_tide(store.layout, run, protocol, mode, **schedule)
+
+
+def tide_files(gt_json, dt_path, mode: str = "tide", protocol: TideProtocol | None = None, store=None,
+               n_shards: int | None = None, **schedule) -> TideEvaluation:
+    """Files in, a TIDE diagnosis out; the store is kept at ``store`` or made in a temporary folder that lives as long
+    as the diagnosis."""
+    folder = _TemporaryFolder() if store is None else None
+    opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store", n_shards=n_shards)
+    diagnosis = tide(opened, mode=mode, protocol=protocol, **schedule)
+    if folder is not None:
+        diagnosis.keep_alive.append(folder)
+    return diagnosis

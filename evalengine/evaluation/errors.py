@@ -1,0 +1,52 @@
+"""Error diagnosis of a stored detection run: TIDE (:mod:`evalengine.metrics.errors.tide`) over the ``tide`` match
+table, which is matched from the ``pairs`` table (both made once and kept in the store)."""
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import polars as pl
+
+from evalengine.engine.planner import match
+from evalengine.errors import InputError, check_option
+from evalengine.match.tide import TideProtocol
+from evalengine.metrics.errors.tide import TideResult, tide_errors
+from evalengine.store.layout import StoreLayout
+from evalengine.store.shards import scan_shards
+
+TIDE_MODES = ("tide",)
+
+
+@dataclass(frozen=True)
+class TideEvaluation:
+    """A run diagnosed with TIDE: the ΔAP and counts of every error, and the per-detection table they come from."""
+
+    layout: StoreLayout
+    run: str
+    protocol: TideProtocol
+    matches_dir: object
+    keep_alive: list = field(default_factory=list, repr=False, compare=False)
+
+    def detections(self) -> pl.LazyFrame:
+        """One row per kept detection: outcome, error code, target and fix (:data:`evalengine.schema.TIDE_DT`)."""
+        return scan_shards(self.matches_dir / "dt")
+
+    def ground_truths(self) -> pl.LazyFrame:
+        """One row per non-crowd ground truth: used, missed."""
+        return scan_shards(self.matches_dir / "gt")
+
+    @cached_property
+    def result(self) -> TideResult:
+        return tide_errors(self.detections(), self.ground_truths(), self.layout.scan("images"))
+
+
+def diagnose_tide(layout: StoreLayout, run: str, protocol: TideProtocol | None = None, mode: str = "tide",
+                  **schedule) -> TideEvaluation:
+    """Match ``run``'s pairs and its TIDE table (each once), then diagnose it. A ground truth without annotations
+    (outside crowd regions) is refused: TIDE's AP has no positive to measure (tidecv divides by zero, or reports 0)."""
+    check_option("mode", mode, TIDE_MODES)
+    protocol = protocol or TideProtocol()
+    if not layout.scan_gt().filter(~pl.col("iscrowd")).select(pl.len()).collect().item():
+        source = layout.manifest.get("provenance", {}).get("gt", layout.root)
+        raise InputError(f"{source}: no annotations (outside crowd regions): TIDE's AP is undefined")
+    match(layout, run, protocol.pairs, **schedule)
+    return TideEvaluation(layout, run, protocol, match(layout, run, protocol, **schedule))
