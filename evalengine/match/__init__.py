@@ -9,6 +9,7 @@ from evalengine.match.pairs import PairsProtocol
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.match.tide import TideProtocol
+from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
-PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, PairsProtocol, TideProtocol)
+PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol)
