@@ -19,7 +19,7 @@ from evalengine.engine.runner import SCHEDULERS
 from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
-from evalengine.evaluation.errors import TIDE_MODES, TideEvaluation, diagnose_tide
+from evalengine.evaluation.errors import TIDE_MODES, TideEvaluation, diagnose_tide, tide_summary
 from evalengine.evaluation.proposals import ProposalEvaluation
 from evalengine.evaluation.voc import VocEvaluation, voc_output
 from evalengine.geometry.boxes import corner_columns
@@ -393,7 +393,7 @@ def voc_sample() -> tuple:
 
 # --- error diagnosis (TIDE) -------------------------------------------------------------------------------------
 
-__all__ += ["TIDE_MODES", "TideEvaluation", "TideProtocol", "tide", "tide_files"]
+__all__ += ["TIDE_MODES", "TideEvaluation", "TideProtocol", "tide", "tide_files", "tide_summary"]
 
 
 def tide(store: Store, run: str = DEFAULT_RUN, mode: str = "tide", protocol: TideProtocol | None = None,

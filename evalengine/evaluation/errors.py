@@ -8,8 +8,8 @@ import polars as pl
 
 from evalengine.engine.planner import match
 from evalengine.errors import InputError, check_option
-from evalengine.match.tide import TideProtocol
-from evalengine.metrics.errors.tide import TideResult, tide_errors
+from evalengine.match.tide import ERRORS, TideProtocol
+from evalengine.metrics.errors.tide import SPECIAL, TideResult, tide_errors
 from evalengine.store.layout import StoreLayout
 from evalengine.store.shards import scan_shards
 
@@ -50,3 +50,23 @@ def diagnose_tide(layout: StoreLayout, run: str, protocol: TideProtocol | None =
         raise InputError(f"{source}: no annotations (outside crowd regions): TIDE's AP is undefined")
     match(layout, run, protocol.pairs, **schedule)
     return TideEvaluation(layout, run, protocol, match(layout, run, protocol, **schedule))
+
+
+def _table(rows: list, title: str) -> list:
+    """tidecv's ``plotting.print_table``: right-aligned columns, a title centred over the dividers."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    divider = "--" + "---".join("-" * w for w in widths) + "-"
+    lines = [" " * ((len(divider) - len(title)) // 2) + title, divider.replace("-", "=")]
+    for row in rows:
+        lines.append("  " + "   ".join(cell.rjust(w) for cell, w in zip(row, widths)) + "  ")
+        if row is rows[0]:
+            lines.append(divider)
+    return lines + [divider.replace("-", "=")]
+
+
+def tide_summary(result: TideResult, name: str, protocol: TideProtocol) -> str:
+    """tidecv's ``TIDE.summarize()`` text for one run called ``name``."""
+    main = [["Type", *ERRORS], [" dAP", *(f"{result.main[e]:6.2f}" for e in ERRORS)]]
+    special = [["Type", *SPECIAL], [" dAP", *(f"{result.special[e]:6.2f}" for e in SPECIAL)]]
+    return "\n".join([f"-- {name} --", "", f"bbox AP @ {int(protocol.pos_threshold * 100):d}: {result.ap50:.2f}", "",
+                      *_table(main, "Main Errors"), "", *_table(special, "Special Error")])
