@@ -69,3 +69,13 @@ def test_no_annotations_is_a_located_error(tmp_path):
 def test_bad_parameters(params):
     with pytest.raises(Exception, match="threshold|max_dets"):
         TideProtocol(**params)
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "processes"])
+def test_tide_table_identical_whatever_the_scheduler_and_shards(tmp_path, scheduler):
+    want = api.tide_files(*CASES["val2014_100"], n_shards=1, scheduler="threads")
+    got = api.tide_files(*CASES["val2014_100"], n_shards=5, scheduler=scheduler)
+    for side in ("detections", "ground_truths"):
+        a, b = (getattr(d, side)().drop("shard").collect() for d in (want, got))
+        assert a.sort(a.columns[2]).equals(b.sort(b.columns[2]))
+    assert got.result == want.result
