@@ -19,7 +19,7 @@ from evalengine.engine.runner import SCHEDULERS
 from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
-from evalengine.evaluation.errors import TIDE_MODES, TideEvaluation, diagnose_tide, tide_summary
+from evalengine.evaluation.errors import TIDE_MODES, TideEvaluation, TideProtocol, diagnose_tide, tide_summary
 from evalengine.evaluation.proposals import ProposalEvaluation
 from evalengine.evaluation.voc import VocEvaluation, voc_output
 from evalengine.geometry.boxes import corner_columns
@@ -37,7 +37,6 @@ from evalengine.match.groups import warm_up
 from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
 from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
-from evalengine.match.tide import TideProtocol
 from evalengine.match.voc import VocProtocol
 from evalengine.metrics.voc import METRICS as VOC_METRICS
 from evalengine.progress import Phases
@@ -391,25 +390,11 @@ def voc_sample() -> tuple:
     return folder / "Annotations", folder / "results"
 
 
-# --- error diagnosis (TIDE) -------------------------------------------------------------------------------------
-
-__all__ += ["TIDE_MODES", "TideEvaluation", "TideProtocol", "tide", "tide_files", "tide_summary"]
-
-
-def tide(store: Store, run: str = DEFAULT_RUN, mode: str = "tide", protocol: TideProtocol | None = None,
-         **schedule) -> TideEvaluation:
-    """TIDE's error diagnosis of a stored run (``.result``: AP50, ΔAP per error, counts; ``mode='tide'``: tidecv's own
-    matching and AP); the pairs and TIDE tables are matched once and kept in the store."""
-    return diagnose_tide(store.layout, run, protocol, mode, **schedule)
-
-
-def tide_files(gt_json, dt_path, mode: str = "tide", protocol: TideProtocol | None = None, store=None,
-               n_shards: int | None = None, **schedule) -> TideEvaluation:
-    """Files in, a TIDE diagnosis out; the store is kept at ``store`` or made in a temporary folder that lives as long
-    as the diagnosis."""
-    folder = _TemporaryFolder() if store is None else None
-    opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store", n_shards=n_shards)
-    diagnosis = tide(opened, mode=mode, protocol=protocol, **schedule)
-    if folder is not None:
-        diagnosis.keep_alive.append(folder)
+def tide(store, run: str = DEFAULT_RUN, mode: str = "tide", protocol=None, n_shards=None, **schedule) -> TideEvaluation:
+    """TIDE (Bolya et al.) of a stored run, or of ``(gt_json, dt_path)`` through a temporary store that lives as long
+    as the diagnosis: ``.result`` holds AP50, ΔAP per error and the counts (:mod:`evalengine.evaluation.errors`)."""
+    folder = _TemporaryFolder() if isinstance(store, tuple) else None
+    opened = store if folder is None else ingest_coco(*store, folder.path / "store", n_shards=n_shards)
+    diagnosis = diagnose_tide(opened.layout, run, protocol, mode, **schedule)
+    diagnosis.keep_alive.append(folder)
     return diagnosis

@@ -13,7 +13,7 @@ def _cmd_tide(args) -> str:
     if (args.store is None) == (args.gt is None or args.dt is None):
         raise EvalEngineError("tide: give a STORE, or --gt and --dt (not both)")
     if args.store is None:
-        diagnosis = api.tide_files(args.gt, args.dt, args.mode, protocol, **options.schedule(args))
+        diagnosis = api.tide((args.gt, args.dt), mode=args.mode, protocol=protocol, **options.schedule(args))
         name = Path(args.dt).stem  # tidecv names a run loaded from a file by its stem
     else:
         diagnosis = api.tide(api.open(args.store), args.run, args.mode, protocol, **options.schedule(args))

@@ -83,7 +83,7 @@ def test_random_datasets_equal_tidecv(tmp_path, batch):
         folder.mkdir()
         gt_path, dt_path = write_inputs(folder, gt, dt)
         want = tidecv_errors(json.loads(gt_path.read_text()), json.loads(dt_path.read_text()))
-        got = api.tide_files(gt_path, dt_path, n_shards=1 + case % 4).result.as_dict()
+        got = api.tide((gt_path, dt_path), n_shards=1 + case % 4).result.as_dict()
         _assert_equal(got, want, f"case {case}")
 
 
@@ -93,7 +93,7 @@ def test_single_random_datasets_equal_tidecv(tmp_path, seed):
     gt_path, dt_path = write_inputs(tmp_path, gt, dt)
     if not any(not a.get("iscrowd") for a in gt["annotations"]):  # tidecv divides by zero
         with pytest.raises(InputError, match="no annotations"):
-            api.tide_files(gt_path, dt_path)
+            api.tide((gt_path, dt_path))
         return
     want = tidecv_errors(json.loads(gt_path.read_text()), json.loads(dt_path.read_text()))
-    _assert_equal(api.tide_files(gt_path, dt_path, n_shards=2).result.as_dict(), want, f"seed {seed}")
+    _assert_equal(api.tide((gt_path, dt_path), n_shards=2).result.as_dict(), want, f"seed {seed}")

@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from evalengine import api
+from evalengine.api import ingest_coco
 from evalengine.errors import InputError
 from evalengine.match.tide import TideProtocol
 from tests.conftest import DATA, PACKAGE_DATA
@@ -26,7 +27,7 @@ def _expected(case: str) -> dict:
 @pytest.mark.parametrize("n_shards", [1, 4])
 def test_equals_tidecv(case, n_shards):
     expected = _expected(case)
-    got = api.tide_files(*CASES[case], n_shards=n_shards).result
+    got = api.tide(CASES[case], n_shards=n_shards).result
     assert got.ap50 == pytest.approx(expected["AP50_tide"], abs=1e-9)
     assert got.main == pytest.approx(expected["main_errors_dAP"], abs=1e-9)
     assert list(got.main) == ["Cls", "Loc", "Both", "Dupe", "Bkg", "Miss"]
@@ -36,12 +37,12 @@ def test_equals_tidecv(case, n_shards):
 
 @pytest.mark.parametrize("case", CASES)
 def test_summary_is_tidecvs_text(case):
-    got = api.tide_files(*CASES[case])
+    got = api.tide(CASES[case])
     assert api.tide_summary(got.result, "run", got.protocol) == "\n".join(_expected(case)["summary_text"])
 
 
 def test_frame_and_tables(tmp_path):
-    diagnosis = api.tide_files(*CASES["val2014_100"], store=tmp_path / "store")
+    diagnosis = api.tide(ingest_coco(*CASES["val2014_100"], tmp_path / "store"))
     frame = diagnosis.result.frame()
     assert frame.get_column("error").to_list() == ["Cls", "Loc", "Both", "Dupe", "Bkg", "Miss", "FalsePos", "FalseNeg"]
     assert frame.filter(pl.col("error") == "Cls").get_column("count").item() == 83
@@ -61,7 +62,7 @@ def test_no_annotations_is_a_located_error(tmp_path):
     (tmp_path / "gt.json").write_text(json.dumps(gt))
     (tmp_path / "dt.json").write_text(json.dumps([{"image_id": 1, "category_id": 1, "bbox": [0, 0, 2, 2], "score": 1}]))
     with pytest.raises(InputError, match=r"gt\.json: no annotations \(outside crowd regions\)"):
-        api.tide_files(tmp_path / "gt.json", tmp_path / "dt.json")
+        api.tide((tmp_path / "gt.json", tmp_path / "dt.json"))
 
 
 @pytest.mark.parametrize("params", [dict(pos_threshold=0), dict(background_threshold=0.6),
@@ -73,8 +74,8 @@ def test_bad_parameters(params):
 
 @pytest.mark.parametrize("scheduler", ["sync", "processes"])
 def test_tide_table_identical_whatever_the_scheduler_and_shards(tmp_path, scheduler):
-    want = api.tide_files(*CASES["val2014_100"], n_shards=1, scheduler="threads")
-    got = api.tide_files(*CASES["val2014_100"], n_shards=5, scheduler=scheduler)
+    want = api.tide(CASES["val2014_100"], n_shards=1, scheduler="threads")
+    got = api.tide(CASES["val2014_100"], n_shards=5, scheduler=scheduler)
     for side in ("detections", "ground_truths"):
         a, b = (getattr(d, side)().drop("shard").collect() for d in (want, got))
         assert a.sort(a.columns[2]).equals(b.sort(b.columns[2]))
