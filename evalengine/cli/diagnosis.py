@@ -30,13 +30,14 @@ def add_tide(sub) -> None:
     tide.add_argument("--dt", default=None, help="detections: COCO result JSON, JSON Lines or Parquet")
     tide.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run (with STORE)")
     tide.add_argument("--mode", choices=api.TIDE_MODES, default="tide",
-                      help="tide: tidecv's matching and AP50 (default)")
+                      help="tide: tidecv's matching, AP50 and averaging (default); coco: pycocotools' (its AP50)")
     tide.add_argument("--pos-threshold", type=options.iou, default=0.5, metavar="T",
                       help="IoU of a true positive (default 0.5)")
     tide.add_argument("--background-threshold", type=options.iou, default=0.1, metavar="T",
                       help="IoU at or below which a detection is background (default 0.1)")
     tide.add_argument("--max-dets", type=options.positive_int, default=100, metavar="N",
-                      help="detections kept per image, all classes together (default 100)")
+                      help="detections kept per image, all classes together (coco: per image and category; "
+                           "default 100)")
     options.schedule_args(tide)
     tide.add_argument("--json", action="store_true", help="print one JSON object instead of tidecv's summary")
     tide.set_defaults(func=_cmd_tide)

@@ -1,19 +1,20 @@
 """Error diagnosis of a stored detection run: TIDE (:mod:`evalengine.metrics.errors.tide`) over the ``tide`` match
 table, which is matched from the ``pairs`` table (both made once and kept in the store)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import polars as pl
 
 from evalengine.engine.planner import match
 from evalengine.errors import InputError, check_option
-from evalengine.match.tide import ERRORS, TideProtocol
+from evalengine.match.tide import ERRORS, MATCHINGS, TideProtocol
 from evalengine.metrics.errors.tide import SPECIAL, TideResult, tide_errors
 from evalengine.store.layout import StoreLayout
 from evalengine.store.shards import scan_shards
 
-TIDE_MODES = ("tide",)
+# tide: tidecv's matching, AP50 and averaging; coco: pycocotools' matching, AP50 and averaging
+TIDE_MODES = MATCHINGS
 
 
 @dataclass(frozen=True)
@@ -36,19 +37,21 @@ class TideEvaluation:
 
     @cached_property
     def result(self) -> TideResult:
-        return tide_errors(self.detections(), self.ground_truths(), self.layout.scan("images"))
+        return tide_errors(self.detections(), self.ground_truths(), self.layout.scan("images"), self.protocol.matching)
 
 
 def diagnose_tide(layout: StoreLayout, run: str, protocol: TideProtocol | None = None, mode: str = "tide",
                   **schedule) -> TideEvaluation:
-    """Match ``run``'s pairs and its TIDE table (each once), then diagnose it. A ground truth without annotations
-    (outside crowd regions) is refused: TIDE's AP has no positive to measure (tidecv divides by zero, or reports 0)."""
+    """Match the tables ``run``'s TIDE table is read from (pairs; in ``mode`` "coco" also the COCO match table) and
+    the TIDE table itself (each once), then diagnose it. A ground truth without annotations (outside crowd regions)
+    is refused: TIDE's AP has no positive to measure (tidecv divides by zero, or reports 0)."""
     check_option("mode", mode, TIDE_MODES)
-    protocol = protocol or TideProtocol()
+    protocol = replace(protocol or TideProtocol(), matching=mode)
     if not layout.scan_gt().filter(~pl.col("iscrowd")).select(pl.len()).collect().item():
         source = layout.manifest.get("provenance", {}).get("gt", layout.root)
         raise InputError(f"{source}: no annotations (outside crowd regions): TIDE's AP is undefined")
-    match(layout, run, protocol.pairs, **schedule)
+    for required in protocol.required():
+        match(layout, run, required, **schedule)
     return TideEvaluation(layout, run, protocol, match(layout, run, protocol, **schedule))
 
 

@@ -72,3 +72,10 @@ def test_no_annotations_is_located(capsys, tmp_path):
     assert status == 2 and out == ""
     assert err == f"evalengine: error: {tmp_path / 'gt.json'}: no annotations (outside crowd regions): TIDE's AP is " \
                   "undefined\n"
+
+
+def test_coco_mode(capsys):
+    status, out, _ = _run(capsys, "tide", "--gt", GT, "--dt", DT, "--json", "--mode", "coco")
+    got = json.loads(out)
+    assert status == 0 and got["ap50"] == pytest.approx(69.69727247299576, abs=1e-9)  # pycocotools' AP50 × 100
+    assert got["counts"] == EXPECTED["error_counts"]

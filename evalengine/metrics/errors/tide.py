@@ -18,6 +18,11 @@ Fixes: Cls and Loc turn the error into a true positive (of the target's class fo
 (:mod:`evalengine.match.tide`), else remove it; Both, Dupe and Bkg remove it; Miss lowers the class's ground-truth
 count by its misses. FalsePos scores every true positive 1 and every error 0; FalseNeg lowers each class's count by
 its unused ground truths. Ignored detections are no points, but their errors are counted and fixed like the others.
+
+The COCO-consistent mode (``matching="coco"``) changes what TIDE leaves to its own conventions: pycocotools' matching
+(:mod:`evalengine.match.tide`), pycocotools' AP50 (``tp / (tp + fp + eps)``, its linspace recall thresholds), ties in
+pycocotools' order (image id, rank) whether fixed or not (so fixing nothing changes nothing), and its class average
+(classes without ground truth left out; a fix that leaves none gives 0). Its AP50 is pycocotools' (× 100).
 """
 
 from dataclasses import dataclass
@@ -27,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import EvalEngineError
+from evalengine.match.coco import COCO_RECALL_THRESHOLDS
 from evalengine.match.tide import ERRORS, IGNORED, TP
 
 SPECIAL = ("FalsePos", "FalseNeg")
@@ -54,15 +60,14 @@ class TideResult:
 
 
 @numba.njit(cache=True, nogil=True)
-def _class_aps(cls, correct, starts, n_gt):
-    """tidecv's AP of each class from its points in sorted order (``starts``: class boundaries) and its ground-truth
-    count; and whether the class counts in the mean (points or ground truth)."""
+def _class_aps(correct, starts, n_gt, recall_thresholds, eps):
+    """Per class, from its points in sorted order (``starts``: class boundaries): precision ``tp / (tp + fp + eps)``,
+    its right-to-left running maximum sampled at each recall threshold with ``searchsorted(recall, r, 'left')`` (0
+    past the last point), averaged; 0 for a class without ground truth."""
     n_cls = n_gt.shape[0]
     aps = np.zeros(n_cls)
-    counted = np.zeros(n_cls, np.bool_)
     for c in range(n_cls):
         s, e = starts[c], starts[c + 1]
-        counted[c] = e > s or n_gt[c] != 0
         if n_gt[c] == 0 or e == s:
             continue
         n = e - s
@@ -71,34 +76,46 @@ def _class_aps(cls, correct, starts, n_gt):
         n_true = 0
         for i in range(n):
             n_true += correct[s + i]
-            precision[i] = n_true / (i + 1)
+            precision[i] = n_true / (i + 1 + eps)
             recall[i] = n_true / n_gt[c]
         for i in range(n - 1, 0, -1):
             if precision[i] > precision[i - 1]:
                 precision[i - 1] = precision[i]
         total = 0.0
-        for b in range(_RECALL_BINS):
-            at = np.searchsorted(recall, b / 100)
+        for r in recall_thresholds:
+            at = np.searchsorted(recall, r)
             if at < n:
                 total += precision[at]
-        aps[c] = total / _RECALL_BINS * 100
-    return aps, counted
+        aps[c] = total / recall_thresholds.shape[0] * 100
+    return aps
 
 
-def mean_ap(cls, score, correct, group, image_order, det_id, n_gt) -> float:
-    """tidecv's mAP of points (class index, score, correct), ties in (group, image order, det_id) order."""
-    order = np.lexsort((det_id, image_order, group, -(score + 0.0), cls))
+# tidecv: 101 recall points k / 100, no eps, a class with points but no ground truth counts as 0;
+# pycocotools: its linspace recall thresholds, eps = np.spacing(1), classes without ground truth left out
+CONVENTIONS = {"tide": (np.array([k / 100 for k in range(101)]), 0.0),
+               "coco": (np.array(COCO_RECALL_THRESHOLDS), float(np.spacing(1)))}
+
+
+def mean_ap(cls, score, correct, tie_keys, n_gt, matching: str = "tide") -> float:
+    """The mAP (× 100) of points (class index, score, correct) sorted by −score, ties by ``tie_keys`` (first key
+    first), with ``matching``'s AP and class average."""
+    order = np.lexsort((*reversed(tie_keys), -(score + 0.0), cls))
     starts = np.searchsorted(cls[order], np.arange(n_gt.shape[0] + 1))
-    aps, counted = _class_aps(cls[order], correct[order].astype(np.int64), starts, n_gt)
+    aps = _class_aps(correct[order].astype(np.int64), starts, n_gt, *CONVENTIONS[matching])
+    counted = n_gt > 0
+    if matching == "tide":
+        counted |= np.diff(starts) > 0
+    if not counted.any() and matching == "coco":
+        return 0.0  # pycocotools' −1: every ground truth fixed away (FalseNeg with no true positive)
     if not counted.any():
         raise EvalEngineError("TIDE's mAP is undefined: no class has ground truth or detections (tidecv divides by "
                               "zero)")
     return float(aps[counted].sum() / counted.sum())
 
 
-def tide_errors(dt: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFrame) -> TideResult:
+def tide_errors(dt: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFrame, matching: str = "tide") -> TideResult:
     """ΔAP and counts of every TIDE error from the ``tide`` match table's ``dt`` and ``gt`` sides and the ``images``
-    table (its row order is the ground-truth file's image order)."""
+    table (its row order is the ground-truth file's image order), with the AP of ``matching``'s convention."""
     order = images.select("image_id").with_row_index("image_order").select("image_id", pl.col("image_order").cast(pl.Int64))
     dt = dt.select("image_id", "category_id", "det_id", "score", "outcome", "error", "fix_category_id").join(
         order, on="image_id").collect()
@@ -120,8 +137,12 @@ def tide_errors(dt: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFrame) -> Tid
     tp, counted = outcome == TP, outcome != IGNORED
     error_point = (error > 0) & counted
 
+    image_id = dt.get_column("image_id").to_numpy()
+
     def ap(keep, cls_, score_, correct, group, gt_count=n_gt):
-        return mean_ap(cls_[keep], score_[keep], correct[keep], group[keep], image_order[keep], det_id[keep], gt_count)
+        """tidecv ties points by push order (``group``, then image file order); pycocotools by (image id, rank)."""
+        keys = (group, image_order, det_id) if matching == "tide" else (image_id, det_id)
+        return mean_ap(cls_[keep], score_[keep], correct[keep], [k[keep] for k in keys], gt_count, matching)
 
     zeros = np.zeros(dt.height, np.int64)
     base = ap(counted, cls, score, tp, zeros)
