@@ -96,10 +96,10 @@ CONVENTIONS = {"tide": (np.array([k / 100 for k in range(101)]), 0.0),
                "coco": (np.array(COCO_RECALL_THRESHOLDS), float(np.spacing(1)))}
 
 
-def mean_ap(cls, score, correct, tie_keys, n_gt, matching: str = "tide") -> float:
-    """The mAP (× 100) of points (class index, score, correct) sorted by −score, ties by ``tie_keys`` (first key
-    first), with ``matching``'s AP and class average."""
-    order = np.lexsort((*reversed(tie_keys), -(score + 0.0), cls))
+def mean_ap(cls, correct, order, n_gt, matching: str = "tide") -> float:
+    """The mAP (× 100) of points (class index, correct) taken in ``order`` (their positions sorted by −score, ties
+    broken as the convention pushes them), with ``matching``'s AP and class average."""
+    order = order[np.argsort(cls[order], kind="stable")]
     starts = np.searchsorted(cls[order], np.arange(n_gt.shape[0] + 1))
     aps = _class_aps(correct[order].astype(np.int64), starts, n_gt, *CONVENTIONS[matching])
     counted = n_gt > 0
@@ -120,44 +120,43 @@ def tide_errors(dt: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFrame, matchi
     dt = dt.select("image_id", "category_id", "det_id", "score", "outcome", "error", "fix_category_id").join(
         order, on="image_id").collect()
     gt = gt.select("category_id", "used", "missed").collect()
-    classes = pl.concat([dt.get_column("category_id"), gt.get_column("category_id")]).unique().sort()
-    index = {c: np.searchsorted(classes.to_numpy(), frame.get_column(c).fill_null(classes[0]).to_numpy())
-             for frame, c in ((dt, "category_id"), (dt, "fix_category_id"))}
-    gt_cls = np.searchsorted(classes.to_numpy(), gt.get_column("category_id").to_numpy())
+    classes = pl.concat([dt.get_column("category_id"), gt.get_column("category_id")]).unique().sort().to_numpy()
+    cls, fix_cls = (np.searchsorted(classes, dt.get_column(c).fill_null(classes[0]).to_numpy())
+                    for c in ("category_id", "fix_category_id"))
+    gt_cls = np.searchsorted(classes, gt.get_column("category_id").to_numpy())
 
     def per_class(mask):
-        return np.bincount(gt_cls[mask], minlength=classes.len()).astype(np.int64)
+        return np.bincount(gt_cls[mask], minlength=classes.shape[0]).astype(np.int64)
 
     n_gt = per_class(np.ones(gt.height, bool))
-    cls, fix_cls = index["category_id"], index["fix_category_id"]
-    score = dt.get_column("score").to_numpy()
-    outcome, error = dt.get_column("outcome").to_numpy(), dt.get_column("error").to_numpy()
-    fixes = dt.get_column("fix_category_id").is_not_null().to_numpy()
-    image_order, det_id = dt.get_column("image_order").to_numpy(), dt.get_column("det_id").to_numpy()
+    column = dt.get_column
+    outcome, error, det_id = column("outcome").to_numpy(), column("error").to_numpy(), column("det_id").to_numpy()
+    fixes = column("fix_category_id").is_not_null().to_numpy()
     tp, counted = outcome == TP, outcome != IGNORED
     error_point = (error > 0) & counted
+    by_score = -(column("score").to_numpy() + 0.0)  # -0.0 ties with 0.0, as in both references' sorts
+    if matching == "tide":  # push order: the run's AP image by image; a fixed AP the errors' points first
+        base_order = np.lexsort((det_id, column("image_order").to_numpy(), by_score))
+        fix_order = np.lexsort((det_id, column("image_order").to_numpy(), tp, by_score))
+    else:  # pycocotools: (image id, rank), fixed or not
+        base_order = fix_order = np.lexsort((det_id, column("image_id").to_numpy(), by_score))
 
-    image_id = dt.get_column("image_id").to_numpy()
+    def ap(keep, order, cls_=cls, correct=tp, gt_count=n_gt):
+        return mean_ap(cls_, correct, order[keep[order]], gt_count, matching)
 
-    def ap(keep, cls_, score_, correct, group, gt_count=n_gt):
-        """tidecv ties points by push order (``group``, then image file order); pycocotools by (image id, rank)."""
-        keys = (group, image_order, det_id) if matching == "tide" else (image_id, det_id)
-        return mean_ap(cls_[keep], score_[keep], correct[keep], [k[keep] for k in keys], gt_count, matching)
-
-    zeros = np.zeros(dt.height, np.int64)
-    base = ap(counted, cls, score, tp, zeros)
-    group = tp.astype(np.int64)  # fixed APs: the errors' points, then the true positives
+    base = ap(counted, base_order)
     main = {}
     for code, name in enumerate(ERRORS[:-1], start=1):
         fixed = (error == code) & fixes
         keep = tp | (error_point & (error != code)) | fixed
-        main[name] = max(ap(keep, np.where(fixed, fix_cls, cls), score, tp | fixed, group) - base, 0.0)
+        main[name] = max(ap(keep, fix_order, np.where(fixed, fix_cls, cls), tp | fixed) - base, 0.0)
     missed, used = gt.get_column("missed").to_numpy(), gt.get_column("used").to_numpy()
     unfixed = tp | error_point
-    main["Miss"] = max(ap(unfixed, cls, score, tp, group, n_gt - per_class(missed)) - base, 0.0)
+    main["Miss"] = max(ap(unfixed, fix_order, gt_count=n_gt - per_class(missed)) - base, 0.0)
+    true_first = fix_order[np.argsort(~tp[fix_order], kind="stable")]  # FalsePos: true positives score 1, errors 0
     special = {
-        "FalsePos": ap(unfixed, cls, tp.astype(np.float64), tp, group) - base,
-        "FalseNeg": ap(unfixed, cls, score, tp, group, n_gt - per_class(~used)) - base,
+        "FalsePos": ap(unfixed, true_first) - base,
+        "FalseNeg": ap(unfixed, fix_order, gt_count=n_gt - per_class(~used)) - base,
     }
     counts = {name: int((error == code).sum()) for code, name in enumerate(ERRORS[:-1], start=1)}
     counts["Miss"] = int(missed.sum())
