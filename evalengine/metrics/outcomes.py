@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import ProtocolError
-from evalengine.metrics.ap import category_batches, order_by_category, regular_gt_counts
+from evalengine.metrics.ap import _bits, category_batches, order_by_category, regular_gt_counts
 
 BATCH_ROWS = 4_000_000  # detections held at once
 
@@ -43,9 +43,8 @@ def threshold_index(protocol, iou_threshold: float | None) -> int:
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _gather(order, score, tp_bits, ignored_bits, first_iou, area_iou, t):
-    """The rows in ranking order, with their outcome at threshold ``t`` per area range: ``iou`` is the partner's IoU
-    (area 0: ``matched_iou[t]``; the others: ``area_iou[a]``, the IoU at the first threshold)."""
+def _gather(order, score, tp_bits, ignored_bits, partner_iou, t):
+    """The rows in ranking order, with their outcome at threshold ``t`` per area range and the partner's IoU."""
     n, n_area = order.shape[0], tp_bits.shape[1]
     score_out = np.empty(n)
     tp, ignored, iou = np.empty((n, n_area), np.bool_), np.empty((n, n_area), np.bool_), np.empty((n, n_area))
@@ -56,13 +55,15 @@ def _gather(order, score, tp_bits, ignored_bits, first_iou, area_iou, t):
         for a in range(n_area):
             tp[j, a] = tp_bits[i, a] & bit != 0
             ignored[j, a] = ignored_bits[i, a] & bit != 0
-            iou[j, a] = first_iou[i] if a == 0 else area_iou[i, a]
+            iou[j, a] = partner_iou[i, a]
     return score_out, tp, ignored, iou
 
 
-def _values(column: pl.Series, width: int, dtype) -> np.ndarray:
-    """An Array column as a (rows, width) array (nulls as NaN), without a per-row conversion."""
-    return column.to_arrow().flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False).reshape(-1, width)
+def _partner_iou(n_area: int, t: int) -> list:
+    """Per area range ``a`` the partner's IoU at threshold ``t``, NaN without one: ``area_iou[a]`` (the IoU at the
+    first threshold, so area 0 too when ``t`` is 0: the wide ``matched_iou`` column is read only for another)."""
+    return [(pl.col("matched_iou").arr.get(t) if a == 0 and t else pl.col("area_iou").arr.get(a))
+            .fill_null(np.nan).alias(f"iou{a}") for a in range(n_area)]
 
 
 def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol, t: int = 0,
@@ -86,18 +87,18 @@ def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_
     n_area_stored = len(protocol.area_ranges)
     for k_lo, k_hi in category_batches(dt_matches, category_ids, batch_rows):
         batch = pl.Series(category_ids[k_lo:k_hi]).implode()
-        frame = (dt_matches.filter(pl.col("category_id").is_in(batch))
-                 .select("category_id", "score", *ties, "tp_bits", "ignored_bits",
-                         pl.col("matched_iou").arr.get(t).fill_null(np.nan).alias("first_iou"), "area_iou")
+        # the range lets the reader skip row groups of other categories (rows are grouped by category)
+        frame = (dt_matches.filter(pl.col("category_id").is_between(category_ids[k_lo], category_ids[k_hi - 1])
+                                   & pl.col("category_id").is_in(batch))
+                 .select("category_id", "score", *ties, "tp_bits", "ignored_bits", *_partner_iou(n_area, t))
                  .collect())
         cat_index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
         score = frame.get_column("score").to_numpy().astype(np.float64)
         first, second = (frame.to_series(2 + i).to_numpy().astype(np.int64) for i in range(2))
         order, starts = order_by_category(cat_index, k_hi - k_lo, score, first, second)
-        columns = _gather(order, score, _values(frame.get_column("tp_bits"), n_area_stored, np.uint64)[:, :n_area],
-                          _values(frame.get_column("ignored_bits"), n_area_stored, np.uint64)[:, :n_area],
-                          frame.get_column("first_iou").to_numpy().astype(np.float64),
-                          _values(frame.get_column("area_iou"), n_area_stored, np.float64), t)
+        columns = _gather(order, score, _bits(frame.get_column("tp_bits"), n_area_stored)[:, :n_area],
+                          _bits(frame.get_column("ignored_bits"), n_area_stored)[:, :n_area],
+                          frame.select([f"iou{a}" for a in range(n_area)]).to_numpy().astype(np.float64), t)
         del frame, order, first, second, score  # only the gathered arrays are held while the batch is consumed
         yield RankedBatch(category_ids=category_ids[k_lo:k_hi], starts=starts, score=columns[0], tp=columns[1],
                           ignored=columns[2], iou=columns[3], n_gt=n_gt[k_lo:k_hi])
