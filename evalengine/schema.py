@@ -40,6 +40,9 @@ GT = {
     "iscrowd": pl.Boolean,
     # the COCO ``ignore`` field as given (pycocotools overwrites it with ``iscrowd``); null if absent
     "ignore": pl.Boolean,
+    # PASCAL VOC's ``difficult`` flag (VOC XML, or a COCO annotation's ``difficult`` key); null if not given. The
+    # ``voc`` protocol ignores difficult objects; stores written before it have no such column (read: not difficult)
+    "difficult": pl.Boolean,
     # position in the source file: pycocotools keeps annotations of an image in file order
     "gt_order": pl.Int64,
 }

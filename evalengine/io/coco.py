@@ -29,6 +29,7 @@ _ANNOTATION = pl.Struct(
         "area": pl.Float64,
         "iscrowd": pl.Int64,
         "ignore": pl.Int64,
+        "difficult": pl.Int64,
     }
 )
 RESULT_FIELDS = {"image_id": pl.Int64, "category_id": pl.Int64, "bbox": pl.List(pl.Float64), "score": pl.Float64}
@@ -78,7 +79,10 @@ def read_coco_gt(path) -> CocoDataset:
     """Read a COCO ground-truth file (``images``, ``annotations``, ``categories``).
 
     pycocotools conventions kept: ``area`` is the annotation's field (the segmentation area for COCO);
-    ``iscrowd`` drives ignoring; annotations keep their file order (``gt_order``).
+    ``iscrowd`` drives ignoring; annotations keep their file order (``gt_order``). An annotation's ``difficult`` key
+    (0/1 or a boolean, as VOC→COCO converters that keep the flag write it) is the VOC protocol's difficult flag;
+    mmdetection's converter writes difficult objects as ``iscrowd: 1`` and Detectron's VOC files as ``ignore: 1``
+    instead, which the VOC protocol does not read as difficult (see :mod:`evalengine.io.voc`).
     """
     path = Path(path)
     if not path.is_file():
@@ -148,6 +152,7 @@ def read_coco_gt(path) -> CocoDataset:
         pl.coalesce("area", pl.col("w") * pl.col("h")).alias("area"),
         (pl.col("iscrowd").fill_null(0) != 0).alias("iscrowd"),
         (pl.col("ignore") != 0).alias("ignore"),
+        (pl.col("difficult") != 0).alias("difficult"),
         "gt_order",
         *_stored_names(extra, _GT_OWN, path, "annotations").values(),
     )

@@ -21,8 +21,8 @@ from evalengine.errors import InputError, first_line
 from evalengine.io.json_scan import colons, compact, list_body, read_span, repeated_key
 from evalengine.io.json_text import WHITESPACE, Piece, TextError, line_column, parse_values, value_at, warn_repeated
 
-# COCO's 0/1 flags: pycocotools tests them for truth, so a JSON boolean means the same
-FLAGS = ("iscrowd", "ignore")
+# COCO's 0/1 flags: pycocotools tests them for truth, so a JSON boolean means the same (VOC's ``difficult`` too)
+FLAGS = ("iscrowd", "ignore", "difficult")
 _INT64 = 2**63
 
 

@@ -7,6 +7,7 @@ detection score; ``greedy_iou``: Hosang's greedy by largest IoU) are shared by t
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
+from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
-PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol)
+PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol)

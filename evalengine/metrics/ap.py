@@ -29,8 +29,9 @@ _EPS = np.spacing(1)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _order_by_category(cat_index, n_cat, score, image_id, rank):
+def order_by_category(cat_index, n_cat, score, image_id, rank):
     """Row order grouped by category, each group in pycocotools' order (−score, image id, rank); stable sorts.
+    (Any two tie keys work: ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)
 
     The match table holds each image's detections in rank order (every image lies in one shard, written in
     (category, image, rank) order), so a stable sort by image id already breaks score ties by (image, rank);
@@ -250,7 +251,7 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
             cat_index = np.zeros(frame.height, np.int64)
         score = frame.get_column("score").to_numpy().astype(np.float64)
         rank = frame.get_column("dt_rank").to_numpy().astype(np.int64)
-        order, starts = _order_by_category(cat_index, k_hi - k_lo, score,
+        order, starts = order_by_category(cat_index, k_hi - k_lo, score,
                                            frame.get_column("image_id").to_numpy().astype(np.int64), rank)
         ranked = _gather(order, rank, _bits(frame.get_column("tp_bits"), n_area),
                          _bits(frame.get_column("ignored_bits"), n_area), score)

@@ -6,11 +6,12 @@ IoU threshold. The score-threshold metrics (LRP, precision/recall/F1 at a score)
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import polars as pl
 
 from evalengine.errors import ProtocolError
-from evalengine.metrics.ap import category_batches, regular_gt_counts
+from evalengine.metrics.ap import category_batches, order_by_category, regular_gt_counts
 
 BATCH_ROWS = 4_000_000  # detections held at once
 
@@ -41,16 +42,27 @@ def threshold_index(protocol, iou_threshold: float | None) -> int:
     return thresholds.index(iou_threshold)
 
 
-def _outcome_columns(n_area: int, t: int) -> list:
-    """Per area range ``a``: ``tp{a}``, ``ig{a}`` at threshold ``t`` and ``iou{a}`` (area 0: ``matched_iou[t]``; the
-    others: ``area_iou[a]``, which is the IoU at the first threshold)."""
-    columns, bit = [], pl.lit(1 << t, dtype=pl.UInt64)
-    for a in range(n_area):
-        columns += [((pl.col("tp_bits").arr.get(a) & bit) != 0).alias(f"tp{a}"),
-                    ((pl.col("ignored_bits").arr.get(a) & bit) != 0).alias(f"ig{a}"),
-                    (pl.col("matched_iou").arr.get(t) if a == 0 else pl.col("area_iou").arr.get(a))
-                    .fill_null(np.nan).alias(f"iou{a}")]
-    return columns
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _gather(order, score, tp_bits, ignored_bits, first_iou, area_iou, t):
+    """The rows in ranking order, with their outcome at threshold ``t`` per area range: ``iou`` is the partner's IoU
+    (area 0: ``matched_iou[t]``; the others: ``area_iou[a]``, the IoU at the first threshold)."""
+    n, n_area = order.shape[0], tp_bits.shape[1]
+    score_out = np.empty(n)
+    tp, ignored, iou = np.empty((n, n_area), np.bool_), np.empty((n, n_area), np.bool_), np.empty((n, n_area))
+    bit = np.uint64(1) << np.uint64(t)
+    for j in numba.prange(n):
+        i = order[j]
+        score_out[j] = score[i]
+        for a in range(n_area):
+            tp[j, a] = tp_bits[i, a] & bit != 0
+            ignored[j, a] = ignored_bits[i, a] & bit != 0
+            iou[j, a] = first_iou[i] if a == 0 else area_iou[i, a]
+    return score_out, tp, ignored, iou
+
+
+def _values(column: pl.Series, width: int, dtype) -> np.ndarray:
+    """An Array column as a (rows, width) array (nulls as NaN), without a per-row conversion."""
+    return column.to_arrow().flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False).reshape(-1, width)
 
 
 def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol, t: int = 0,
@@ -70,21 +82,22 @@ def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_
     if not use_cats:  # categories pooled (pycocotools useCats=0): one pseudo-category -1
         dt_matches = dt_matches.with_columns(pl.lit(-1, dtype=pl.Int64).alias("category_id"))
     n_gt = regular_gt_counts(gt_matches, category_ids, protocol)[:, :n_area]
-    score = (pl.col("score") + 0.0).alias("score")  # -0.0 ties with 0.0, as in the references' sorts
-    keys = ["category_id", "score", *protocol.tie_order]
+    ties = list(protocol.tie_order) + [pl.lit(0, dtype=pl.Int64).alias("_none")] * (2 - len(protocol.tie_order))
+    n_area_stored = len(protocol.area_ranges)
     for k_lo, k_hi in category_batches(dt_matches, category_ids, batch_rows):
         batch = pl.Series(category_ids[k_lo:k_hi]).implode()
         frame = (dt_matches.filter(pl.col("category_id").is_in(batch))
-                 .select("category_id", score, *protocol.tie_order, *_outcome_columns(n_area, t))
-                 .sort(keys, descending=[key == "score" for key in keys]).collect())
-        index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
-        starts = np.searchsorted(index, np.arange(k_hi - k_lo + 1))
-
-        def stacked(prefix, dtype):
-            return np.ascontiguousarray(
-                frame.select([f"{prefix}{a}" for a in range(n_area)]).to_numpy().astype(dtype).reshape(-1, n_area))
-
-        yield RankedBatch(category_ids=category_ids[k_lo:k_hi], starts=starts,
-                          score=frame.get_column("score").to_numpy().astype(np.float64),
-                          tp=stacked("tp", np.bool_), ignored=stacked("ig", np.bool_), iou=stacked("iou", np.float64),
-                          n_gt=n_gt[k_lo:k_hi])
+                 .select("category_id", "score", *ties, "tp_bits", "ignored_bits",
+                         pl.col("matched_iou").arr.get(t).fill_null(np.nan).alias("first_iou"), "area_iou")
+                 .collect())
+        cat_index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
+        score = frame.get_column("score").to_numpy().astype(np.float64)
+        first, second = (frame.to_series(2 + i).to_numpy().astype(np.int64) for i in range(2))
+        order, starts = order_by_category(cat_index, k_hi - k_lo, score, first, second)
+        columns = _gather(order, score, _values(frame.get_column("tp_bits"), n_area_stored, np.uint64)[:, :n_area],
+                          _values(frame.get_column("ignored_bits"), n_area_stored, np.uint64)[:, :n_area],
+                          frame.get_column("first_iou").to_numpy().astype(np.float64),
+                          _values(frame.get_column("area_iou"), n_area_stored, np.float64), t)
+        del frame, order, first, second, score  # only the gathered arrays are held while the batch is consumed
+        yield RankedBatch(category_ids=category_ids[k_lo:k_hi], starts=starts, score=columns[0], tp=columns[1],
+                          ignored=columns[2], iou=columns[3], n_gt=n_gt[k_lo:k_hi])
