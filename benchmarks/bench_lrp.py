@@ -4,7 +4,8 @@ The store is generated (benchmarks/generate.py), ingested and matched under the 
 reads that match table: ``accumulate`` (pycocotools ``accumulate``, the reference), ``lrp-rank`` / ``lrp-score`` /
 ``lrp-grid`` (oLRP of every category and area range by each search), ``points`` (precision, recall, F1 and LRP of
 every category at every distinct score, the LRP- and F1-optimal thresholds, the detections kept at the LRP ones) and
-``voc`` (VOC matching, then VOC2010+ and VOC2007 AP; run only where the API has ``evaluate_store_voc``). ``ingest``
+``voc`` (VOC matching, then VOC2010+ and VOC2007 AP, and oLRP on the VOC match table once the VOC evaluation
+has ``lrp()``). ``ingest``
 and ``match`` are measured once, outside the comparison. Reports wall time (process start to exit), in-process time
 (the step's work alone), peak RSS and the ratio to ``accumulate``; a step whose RSS passes ``--max-rss-gib`` is
 stopped and reported so. The numba kernels are compiled on a small store first, untimed.
@@ -74,6 +75,22 @@ def run(step: str, data: Path, max_rss: float) -> dict:
 
 # --- the steps, in the child ------------------------------------------------------------------------------------
 
+class Clock:
+    """The step's work alone: wall and CPU time from ``start()`` (after imports and setup); ``lap(name)`` records
+    a phase's wall time as ``<name>_seconds``."""
+
+    def start(self) -> None:
+        self.wall, self.cpu, self.mark, self.laps = time.perf_counter(), time.process_time(), time.perf_counter(), {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[f"{name}_seconds"], self.mark = now - self.mark, now
+
+    def result(self, **facts) -> dict:
+        return {**facts, **self.laps, "in_process_seconds": time.perf_counter() - self.wall,
+                "in_process_cpu_seconds": time.process_time() - self.cpu}
+
+
 def _evaluation(store: Path):
     """The stored run's COCO evaluation, its match table reused (none is made here)."""
     from evalengine import api
@@ -85,83 +102,78 @@ def _evaluation(store: Path):
     return opened.evaluate(protocol)
 
 
-def _lrp_facts(result) -> dict:
-    summary = result.summary()
-    return {"olrp": summary["olrp"], "olrp_small": summary.get("olrp_small"),
-            "thresholds": {k: v["threshold"] for k, v in summary["per_class"].items()}}
-
-
-def _timed(work, *args):
-    started = time.perf_counter()
-    facts = work(*args)
-    return {**facts, "in_process_seconds": time.perf_counter() - started}
-
-
-def step_ingest(data: Path) -> dict:
+def step_ingest(data: Path, clock: Clock) -> dict:
     from evalengine import api
 
-    started = time.perf_counter()
+    clock.start()
     api.ingest_coco(data / "gt.json", data / "dt.parquet", data / "store", overwrite=True)
-    return {"in_process_seconds": time.perf_counter() - started}
+    return clock.result()
 
 
-def step_match(data: Path) -> dict:
+def step_match(data: Path, clock: Clock) -> dict:
     from evalengine import api
 
     store = api.open(data / "store")
     protocol = api.CocoProtocol()
     shutil.rmtree(store.layout.paths.matches_dir(protocol.match_key(), api.DEFAULT_RUN), ignore_errors=True)
-    started = time.perf_counter()
+    clock.start()
     store.evaluate(protocol)
-    return {"in_process_seconds": time.perf_counter() - started}
+    return clock.result()
 
 
-def step_accumulate(data: Path) -> dict:
+def step_accumulate(data: Path, clock: Clock) -> dict:
     evaluation = _evaluation(data / "store")
-    return _timed(lambda: {"stats": evaluation.stats()[:2]})
+    clock.start()
+    return clock.result(stats=evaluation.stats()[:2])
 
 
 def _step_lrp(search: str):
-    def step(data: Path) -> dict:
+    def step(data: Path, clock: Clock) -> dict:
         evaluation = _evaluation(data / "store")
-        return _timed(lambda: _lrp_facts(evaluation.lrp(search=search)))
+        clock.start()
+        summary = evaluation.lrp(search=search).summary()
+        return clock.result(olrp=summary["olrp"], olrp_small=summary["olrp_small"],
+                            thresholds={k: v["threshold"] for k, v in summary["per_class"].items()})
     return step
 
 
-def step_points(data: Path) -> dict:
+def step_points(data: Path, clock: Clock) -> dict:
     from evalengine.metrics.operating_points import optimal_thresholds
 
     evaluation = _evaluation(data / "store")
-    started = time.perf_counter()
+    clock.start()
     points = evaluation.operating_points()
-    points_done = time.perf_counter()
+    clock.lap("points")
     best = optimal_thresholds(points, "lrp")
     optimal_thresholds(points, "f1")
-    thresholds_done = time.perf_counter()
+    clock.lap("thresholds")
     kept = evaluation.kept_detections(best).select("score").collect().height
-    done = time.perf_counter()
-    return {"in_process_seconds": done - started, "points_seconds": points_done - started,
-            "thresholds_seconds": thresholds_done - points_done, "kept_seconds": done - thresholds_done,
-            "n_points": points.height, "n_kept": kept,
-            "thresholds": {str(c): t for c, t in best.select("category_id", "threshold").iter_rows()}}
+    clock.lap("kept")
+    return clock.result(n_points=points.height, n_kept=kept,
+                        thresholds={str(c): t for c, t in best.select("category_id", "threshold").iter_rows()})
 
 
-def step_voc(data: Path) -> dict:
-    """VOC matching (its match table removed first) and accumulation, once the VOC protocol is in the API."""
+def step_voc(data: Path, clock: Clock) -> dict:
+    """VOC matching (its match table removed first), VOC2010+ and VOC2007 AP, and oLRP on the VOC match table where
+    the VOC evaluation has it."""
     from evalengine import api
 
-    if not hasattr(api, "evaluate_store_voc"):
-        raise SystemExit("not available: the VOC protocol is not on this branch (api.evaluate_store_voc)")
+    if not hasattr(api, "VocEvaluation"):
+        raise SystemExit("not available: the VOC protocol is not on this branch (api.VocEvaluation)")
     store = api.open(data / "store")
     protocol = api.VocProtocol()
     shutil.rmtree(store.layout.paths.matches_dir(protocol.match_key(), api.DEFAULT_RUN), ignore_errors=True)
-    started = time.perf_counter()
-    evaluation = api.evaluate_store_voc(store, protocol, metric="voc12")
-    matched = time.perf_counter()
-    voc07 = evaluation.mean_ap("voc07")
-    done = time.perf_counter()
-    return {"in_process_seconds": done - started, "voc12_seconds": matched - started, "voc07_seconds": done - matched,
-            "map_voc12": evaluation.mean_ap("voc12")[0], "map_voc07": voc07[0]}
+    clock.start()
+    evaluation = api.VocEvaluation(store.layout, api.DEFAULT_RUN, protocol, store.match(protocol, api.DEFAULT_RUN))
+    clock.lap("match")
+    facts = {"map_voc12": evaluation.mean_ap("voc12")[0]}
+    clock.lap("voc12")
+    facts["map_voc07"] = evaluation.mean_ap("voc07")[0]
+    clock.lap("voc07")
+    if hasattr(evaluation, "lrp"):  # the hook for oLRP on the VOC match table
+        facts["olrp"] = evaluation.lrp().summary()["olrp"]
+        clock.lap("lrp")
+    return clock.result(**facts)
 
 
 STEP_FUNCTIONS = {"ingest": step_ingest, "match": step_match, "accumulate": step_accumulate,
@@ -170,7 +182,7 @@ STEP_FUNCTIONS = {"ingest": step_ingest, "match": step_match, "accumulate": step
 
 
 def _child(step: str, data: Path) -> None:
-    result = STEP_FUNCTIONS[step](data)
+    result = STEP_FUNCTIONS[step](data, Clock())
     print(json.dumps(result), flush=True)
     from evalengine.cli import end_process
 
@@ -235,7 +247,7 @@ def main(argv=None):
     for step in ONCE:
         print(json.dumps(once[step]), file=sys.stderr, flush=True)
 
-    results = {}
+    results, load = {}, [os.getloadavg()[0]]
     for _ in range(args.repeat):
         for step in args.steps:
             if "error" in (results.get(step) or [{}])[-1]:
@@ -244,7 +256,7 @@ def main(argv=None):
             print(json.dumps({k: v for k, v in results[step][-1].items() if k != "thresholds"}), file=sys.stderr,
                   flush=True)
     rows = [_summary(results[step]) for step in args.steps]
-    table = _table(args, n_dets, once, rows)
+    table = _table(args, n_dets, once, rows, (load[0], os.getloadavg()[0]))
     print(table)
     (args.out / f"{name}.md").write_text(table + "\n")
     (args.out / f"{name}.json").write_text(json.dumps({"dataset": name, "n_detections": n_dets, "once": once,
@@ -252,7 +264,8 @@ def main(argv=None):
 
 
 def _summary(runs: list) -> dict:
-    """One row per step: median wall and in-process time, their range, the largest peak RSS; a failed run wins."""
+    """One row per step: median times (wall, in-process, CPU, phases), the wall range, the largest peak RSS; a failed
+    run wins."""
     failed = [r for r in runs if "error" in r]
     if failed:
         return failed[0]
@@ -277,36 +290,42 @@ def _notes(row: dict, by_step: dict) -> str:
         return (f"{row['n_points']:,} points ({row['points_seconds']:.2f} s), thresholds {row['thresholds_seconds']:.2f} s,"
                 f" {row['n_kept']:,} kept ({row['kept_seconds']:.2f} s){check}")
     if step == "voc":
-        return (f"mAP VOC12 {row['map_voc12']:.4f} (match + AP {row['voc12_seconds']:.2f} s), "
-                f"VOC07 {row['map_voc07']:.4f} ({row['voc07_seconds']:.2f} s)")
+        lrp = (f", moLRP {row['olrp']:.4f} ({row['lrp_seconds']:.2f} s)" if "olrp" in row
+               else "; oLRP: the VOC evaluation has no lrp() yet")
+        return (f"match {row['match_seconds']:.2f} s; mAP VOC12 {row['map_voc12']:.4f} ({row['voc12_seconds']:.2f} s), "
+                f"VOC07 {row['map_voc07']:.4f} ({row['voc07_seconds']:.2f} s){lrp}")
     return ""
 
 
-def _table(args, n_dets: int, once: dict, rows: list) -> str:
+def _cells(r: dict) -> str:
+    cpu = r.get("in_process_cpu_seconds")
+    return (f"{r['in_process_seconds']:.2f} | {'–' if cpu is None else f'{cpu:.2f}'} | {r['peak_rss_mib']:.0f}")
+
+
+def _table(args, n_dets: int, once: dict, rows: list, load: tuple) -> str:
     by_step = {r["step"]: r for r in rows if "error" not in r}
     base = by_step.get("accumulate")
     lines = [f"### {args.images} images, {args.classes} classes, {n_dets:,} detections"
-             + (f" (median of {args.repeat} runs, range in brackets)" if args.repeat > 1 else ""), "",
-             "| step | wall s | in-process s | peak RSS MiB | wall ÷ accumulate | in-process ÷ accumulate | result |",
-             "|---|---|---|---|---|---|---|"]
+             + (f" (median of {args.repeat} runs, wall range in brackets)" if args.repeat > 1 else ""), "",
+             "| step | wall s | in-process s | in-process CPU s | peak RSS MiB | ÷ accumulate: wall | in-process | CPU "
+             "| result |", "|---|---|---|---|---|---|---|---|---|"]
     for step in ONCE:
         r = once[step]
         if "error" in r:
-            lines.append(f"| {step} (once) | – | – | – | – | – | {r['error']} |")
+            lines.append(f"| {step} (once) | – | – | – | – | – | – | – | {r['error']} |")
         else:
-            lines.append(f"| {step} (once) | {r['wall_seconds']:.2f} | {r['in_process_seconds']:.2f} | "
-                         f"{r['peak_rss_mib']:.0f} | – | – | |")
+            lines.append(f"| {step} (once) | {r['wall_seconds']:.2f} | {_cells(r)} | – | – | – | |")
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['step']} | – | – | – | – | – | {r['error']} |")
+            lines.append(f"| {r['step']} | – | – | – | – | – | – | – | {r['error']} |")
             continue
         spread = f" [{r['wall_min']:.2f}–{r['wall_max']:.2f}]" if args.repeat > 1 else ""
-        ratios = (f"{r['wall_seconds'] / base['wall_seconds']:.2f} | "
-                  f"{r['in_process_seconds'] / base['in_process_seconds']:.2f}") if base else "– | –"
-        lines.append(f"| {r['step']} | {r['wall_seconds']:.2f}{spread} | {r['in_process_seconds']:.2f} | "
-                     f"{r['peak_rss_mib']:.0f} | {ratios} | {_notes(r, by_step)} |")
+        ratios = " | ".join(f"{r[key] / base[key]:.2f}" if base else "–" for key in
+                            ("wall_seconds", "in_process_seconds", "in_process_cpu_seconds"))
+        lines.append(f"| {r['step']} | {r['wall_seconds']:.2f}{spread} | {_cells(r)} | {ratios} | {_notes(r, by_step)} |")
+    lines += ["", f"Load average (1 min) {load[0]:.1f} before, {load[1]:.1f} after, on {os.cpu_count()} cores."]
     if "generate_seconds" in once:
-        lines += ["", f"Generating the files took {once['generate_seconds']:.0f} s."]
+        lines.append(f"Generating the files took {once['generate_seconds']:.0f} s.")
     return "\n".join(lines)
 
 
