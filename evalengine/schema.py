@@ -154,3 +154,39 @@ def gt_matches_schema(n_areas: int) -> dict:
         "ignored_bits": pl.UInt64,
         "matched_bits": pl.Array(pl.UInt64, n_areas),
     }
+
+# candidate pairs (:mod:`evalengine.match.pairs`): every (detection, ground truth) pair of any classes in an image
+# with box IoU >= the protocol's ``min_iou`` (crowd: intersection over the detection's area, as pycocotools)
+PAIRS = {
+    "image_id": pl.Int64,
+    "det_id": pl.Int64,
+    "gt_id": pl.Int64,
+    "dt_category_id": pl.Int64,
+    "gt_category_id": pl.Int64,
+    "iou": pl.Float64,
+    "gt_iscrowd": pl.Boolean,
+}
+
+# TIDE's matching (:mod:`evalengine.match.tide`): one row per detection kept (the top ``max_dets`` of its image);
+# ``outcome`` 0 false positive, 1 true positive, 2 ignored; ``error`` the code of tidecv's error type (1 Cls,
+# 2 Loc, 3 Both, 4 Dupe, 5 Bkg; 0 none); ``target_gt_id`` the matched ground truth, or the Cls/Loc error's target;
+# ``fix_category_id`` the class of the true positive its fix makes (null: fixing it removes it)
+TIDE_DT = {
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "det_id": pl.Int64,
+    "score": pl.Float64,
+    "outcome": pl.Int8,
+    "error": pl.Int8,
+    "target_gt_id": pl.Int64,
+    "fix_category_id": pl.Int64,
+}
+
+# one row per non-crowd ground truth: ``used`` (matched), ``missed`` (unused and no Cls/Loc error aims at it)
+TIDE_GT = {
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "gt_id": pl.Int64,
+    "used": pl.Boolean,
+    "missed": pl.Boolean,
+}

@@ -9,19 +9,17 @@ from evalengine.errors import EvalEngineError
 
 def _evaluation(args):
     """The matched run the command reads: of ``STORE`` (``--run``), or of ``--gt``/``--dt`` (a temporary store)."""
-    protocol = api.lrp_protocol(args.iou, args.max_dets)
     if (args.store is None) == (args.gt is None or args.dt is None):
         raise EvalEngineError("give a STORE, or --gt and --dt (not both)")
-    if args.store is None:
-        return api.evaluate_coco(args.gt, args.dt, protocol, accumulate=False, **options.schedule(args))
-    return api.open(args.store).evaluate(protocol, run=args.run, **options.schedule(args))
+    protocol = api.lrp_protocol(args.iou, args.max_dets, args.protocol, args.strict)
+    return api.evaluate_thresholds(protocol, args.store, args.run, args.gt, args.dt, **options.schedule(args))
 
 
 def _cmd_lrp(args) -> str:
     evaluation = _evaluation(args)
     result = evaluation.lrp(search=args.search, compare=args.compare)
-    return api.report.lrp_output(result, evaluation.layout.read("categories"), evaluation.protocol.max_det_cap,
-                                 args.json)
+    return api.report.lrp_output(result, evaluation.layout.read("categories"),
+                                 getattr(evaluation.protocol, "max_det_cap", None), args.json)
 
 
 def _cmd_thresholds(args) -> str:
@@ -37,6 +35,10 @@ def _cmd_thresholds(args) -> str:
 
 def _lrp_args(parser) -> None:
     parser.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run (with STORE)")
+    parser.add_argument("--protocol", choices=["coco", "voc"], default="coco",
+                        help="matching: pycocotools' (default) or the PASCAL devkit's (difficult objects ignored)")
+    parser.add_argument("--strict", action="store_true",
+                        help="voc: a true positive needs IoU > threshold (voc_eval.py, the VOC LRP code), not >=")
     parser.add_argument("--iou", type=options.iou, default=0.5, help="IoU threshold of a true positive (default 0.5)")
     parser.add_argument("--max-dets", type=options.positive_int, default=api.COCO_MAX_DETS[-1], metavar="N",
                         help="detections kept per image and category (default 100)")
@@ -47,8 +49,9 @@ def _lrp_args(parser) -> None:
 def add_lrp(sub) -> None:
     lrp = sub.add_parser("lrp", help="optimal LRP (Oksuz et al.) per category and size, as the official code")
     lrp.add_argument("store", nargs="?", default=None, help=f"a store: {options.STORE_HELP} (or --gt and --dt)")
-    lrp.add_argument("--gt", default=None, help="COCO ground-truth JSON")
-    lrp.add_argument("--dt", default=None, help="detections: COCO result JSON, JSON Lines or Parquet")
+    lrp.add_argument("--gt", default=None, help="COCO ground-truth JSON (voc: also an Annotations/ folder)")
+    lrp.add_argument("--dt", default=None,
+                     help="detections: COCO result JSON, JSON Lines or Parquet (voc: also a devkit results folder)")
     _lrp_args(lrp)
     lrp.add_argument("--search", choices=api.LRP_SEARCHES, default="rank",
                      help="rank: the official TPAMI'21 code (default); score: thresholds keep tied scores together; "

@@ -6,10 +6,9 @@ from functools import cached_property
 
 import polars as pl
 
+from evalengine.evaluation.thresholds import ScoreThresholdMetrics
 from evalengine.match.coco import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
-from evalengine.metrics import lrp as lrp_metrics
-from evalengine.metrics import operating_points as points
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
 from evalengine.store.layout import StoreLayout
@@ -17,7 +16,7 @@ from evalengine.store.shards import scan_shards
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class Evaluation(ScoreThresholdMetrics):
     """A matched run: the match table and every COCO metric as a query over it.
 
     ``image_subset`` / ``category_subset`` restrict it to a slice: pycocotools matches every image and category on its
@@ -84,33 +83,6 @@ class Evaluation:
         if not self.protocol.use_cats:
             return table
         return table.join(self.layout.read("categories"), on="category_id", how="left", maintain_order="left")
-
-    def lrp(self, iou_threshold: float | None = None, search: str = "rank", compare: str = ">=") -> lrp_metrics.OptimalLRP:
-        """Optimal LRP per category and area range (see :mod:`evalengine.metrics.lrp`); at the first IoU threshold of
-        the protocol unless another of its thresholds is given (then area range 'all' only)."""
-        return lrp_metrics.optimal_lrp(self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol,
-                                       iou_threshold=iou_threshold, search=search, compare=compare,
-                                       image_ids=self.image_subset)
-
-    def operating_points(self, iou_threshold: float | None = None) -> pl.DataFrame:
-        """Precision, recall, F1 and LRP of each category at every distinct score (area range 'all'; see
-        :mod:`evalengine.metrics.operating_points`)."""
-        return points.operating_points(self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol,
-                                       iou_threshold=iou_threshold, image_ids=self.image_subset)
-
-    def thresholds(self, criterion: str = "lrp", iou_threshold: float | None = None) -> pl.DataFrame:
-        """Per category the LRP-optimal (or F1-optimal) score threshold and its operating point, with the names."""
-        best = points.optimal_thresholds(self.operating_points(iou_threshold), criterion)
-        if not self.protocol.use_cats:
-            return best
-        names = self.layout.read("categories").select("category_id", "name")
-        return best.join(names, on="category_id", how="left", maintain_order="left").select("category_id", "name",
-                                                                                            pl.exclude("category_id", "name"))
-
-    def kept_detections(self, thresholds: pl.DataFrame) -> pl.LazyFrame:
-        """The run's detections kept at ``thresholds`` (a frame of ``category_id, threshold``, as :meth:`thresholds`
-        gives): those with ``score >= threshold`` of their category."""
-        return points.kept_detections(scan_shards(self.layout.paths.dt(self.run)), thresholds)
 
     def per_image_counts(self, iou_threshold: float = 0.5, area_range: str = "all", max_dets: int | None = None):
         """TP, FP and FN per image (see :func:`evalengine.metrics.counts.per_image_counts`)."""

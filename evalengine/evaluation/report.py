@@ -122,18 +122,18 @@ def proposal_table(payload: dict) -> str:
 _LRP_TITLES = (("olrp", "Optimal LRP"), ("loc", "Optimal LRP Loc"), ("fp", "Optimal LRP FP"), ("fn", "Optimal LRP FN"))
 
 
-def lrp_summary(result: OptimalLRP, max_dets: int) -> str:
+def lrp_summary(result: OptimalLRP, max_dets: int | None) -> str:
     """The oLRP summary as the official code prints it: the four means in area 'all', oLRP per other area range, then
-    each component per other area range."""
+    each component per other area range (``max_dets`` None: no cap, as VOC, printed as ``all``)."""
     first, *others = result.area_ranges
     lines = [(f, first) for f, _ in _LRP_TITLES] + [("olrp", a) for a in others] + [
         (f, a) for f, _ in _LRP_TITLES[1:] for a in others]
-    titles = dict(_LRP_TITLES)
-    return "\n".join(f"{titles[f]:<18}      @[ IoU={result.iou_threshold:<9.2f} | area={a:>6s} | maxDets={max_dets:>3d} ] "
+    titles, cap = dict(_LRP_TITLES), "all" if max_dets is None else max_dets
+    return "\n".join(f"{titles[f]:<18}      @[ IoU={result.iou_threshold:<9.2f} | area={a:>6s} | maxDets={cap:>3} ] "
                      f"= {result.mean(f, a):0.3f}" for f, a in lines)
 
 
-def lrp_output(result: OptimalLRP, categories: pl.DataFrame, max_dets: int, as_json: bool) -> str:
+def lrp_output(result: OptimalLRP, categories: pl.DataFrame, max_dets: int | None, as_json: bool) -> str:
     """``evalengine lrp``: the per-category table (area 'all') and the official summary, or the JSON summary."""
     if as_json:
         return json.dumps(result.summary())

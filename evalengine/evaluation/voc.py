@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 import polars as pl
 
 from evalengine.evaluation.report import table
+from evalengine.evaluation.thresholds import ScoreThresholdMetrics
 from evalengine.match.voc import VocProtocol
 from evalengine.metrics import voc as voc_metrics
 from evalengine.store.layout import StoreLayout
@@ -16,7 +17,7 @@ METRIC_TITLES = {"voc07": "VOC2007 11-point AP", "voc12": "VOC2010+ all-point AP
 
 
 @dataclass(frozen=True)
-class VocEvaluation:
+class VocEvaluation(ScoreThresholdMetrics):
     """A matched run under :class:`~evalengine.match.voc.VocProtocol`; ``image_subset`` restricts it to images (the
     devkit's image set: exact without matching again)."""
 

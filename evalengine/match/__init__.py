@@ -5,9 +5,11 @@ detection score; ``greedy_iou``: Hosang's greedy by largest IoU) are shared by t
 """
 
 from evalengine.match.coco import CocoProtocol
+from evalengine.match.pairs import PairsProtocol
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
+from evalengine.match.tide import TideProtocol
 from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
-PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol)
+PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol)

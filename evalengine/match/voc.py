@@ -51,6 +51,7 @@ class VocProtocol(Protocol):
     sides: ClassVar[tuple] = ("dt", "gt")
     # the devkit's stable sort of a class's detections, in result-file order
     tie_order: ClassVar[tuple] = ("det_id",)
+    use_cats: ClassVar[bool] = True  # always per class (what the category-pooling queries ask)
 
     def __post_init__(self):
         object.__setattr__(self, "iou_thresholds",

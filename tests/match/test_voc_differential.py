@@ -47,8 +47,9 @@ def voc_ap(rec, prec, use_07_metric):
     return np.sum((mrec[i + 1] - mrec[i]) * mpre[i + 1])
 
 
-def voc_eval(recs, lines, classname, ovthresh, use_07_metric, strict, use_diff):
-    """``(ap, tp, fp)`` of one class; ``lines`` the class's result file as ``(image, score, x1, y1, x2, y2)``."""
+def voc_outcomes(recs, lines, classname, ovthresh, strict, use_diff):
+    """voc_eval's per-detection arrays in its (stable) ranking: ``(scores, tp, fp, ovmax, npos)``; ``lines`` the
+    class's result file as ``(image, score, x1, y1, x2, y2)``."""
     class_recs, npos = {}, 0
     for imagename, objects in recs.items():
         R = [obj for obj in objects if obj["name"] == classname]
@@ -65,7 +66,7 @@ def voc_eval(recs, lines, classname, ovthresh, use_07_metric, strict, use_diff):
     BB = BB[sorted_ind, :]
     image_ids = [image_ids[x] for x in sorted_ind]
     nd = len(image_ids)
-    tp, fp = np.zeros(nd), np.zeros(nd)
+    tp, fp, best = np.zeros(nd), np.zeros(nd), np.zeros(nd)
     for d in range(nd):
         R = class_recs[image_ids[d]]
         bb = BB[d, :].astype(float)
@@ -84,6 +85,7 @@ def voc_eval(recs, lines, classname, ovthresh, use_07_metric, strict, use_diff):
             overlaps = inters / uni
             ovmax = np.max(overlaps)
             jmax = np.argmax(overlaps)
+            best[d] = ovmax
         if (ovmax > ovthresh) if strict else (ovmax >= ovthresh):
             if not R["difficult"][jmax]:
                 if not R["det"][jmax]:
@@ -93,6 +95,12 @@ def voc_eval(recs, lines, classname, ovthresh, use_07_metric, strict, use_diff):
                     fp[d] = 1.0
         else:
             fp[d] = 1.0
+    return confidence[sorted_ind], tp, fp, best, npos
+
+
+def voc_eval(recs, lines, classname, ovthresh, use_07_metric, strict, use_diff):
+    """``(ap, tp, fp)`` of one class (py-faster-rcnn ``voc_eval``, with the devkit's stable sort)."""
+    _, tp, fp, _, npos = voc_outcomes(recs, lines, classname, ovthresh, strict, use_diff)
     n_fp, n_tp = int(fp.sum()), int(tp.sum())
     if npos == 0:  # voc_eval divides by zero; evalengine reports -1
         return -1.0, n_tp, n_fp

@@ -105,7 +105,7 @@ def test_accumulation_in_category_batches_is_identical(fake100, batch_rows):
 def test_ranking_order_is_pycocotools_order(rank_order):
     """(−score, image id, rank) per category, as pycocotools' stable sort of per-image score-sorted lists; rows of
     an image may arrive in rank order (as stored) or not."""
-    from evalengine.metrics.ap import _order_by_category
+    from evalengine.metrics.ap import order_by_category
 
     rng = np.random.default_rng(4)
     n = 5000
@@ -120,7 +120,7 @@ def test_ranking_order_is_pycocotools_order(rank_order):
     if rank_order == "shuffled":
         rows = rng.permutation(n)
     cat, img, sc, rk = cat_index[rows], image_id[rows], score[rows], rank[rows]
-    order, starts = _order_by_category(cat, 7, sc, img, rk)
+    order, starts = order_by_category(cat, 7, sc, img, rk)
     want = np.lexsort((rk, img, -sc, cat))
     assert np.array_equal(order, want)
     assert np.array_equal(starts, np.searchsorted(cat[want], np.arange(8)))

@@ -79,3 +79,15 @@ def test_proposal_curves_draw_the_recall_and_ar_tables(tmp_path):
     for kind in ("proposal-recall-iou", "ar-budget"):
         assert main(["plot", str(tmp_path / "p"), kind, "--out", str(tmp_path / f"{kind}.png")]) == 0
         assert (tmp_path / f"{kind}.png").stat().st_size > 1000
+
+
+def test_tide_bars():
+    from evalengine import api as tide_api
+    from tests.conftest import PACKAGE_DATA
+    result = tide_api.tide((PACKAGE_DATA / "instances_val2014_100.json",
+                            PACKAGE_DATA / "instances_val2014_fakebbox100_results.json")).result
+    figure = plots.tide_errors({"default": result})
+    heights = [bar.get_height() for bar in figure.axes[0].patches]
+    assert heights == [result.main[name] for name in ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss")]
+    assert [t.get_text() for t in figure.axes[1].get_xticklabels()] == ["FalsePos", "FalseNeg"]
+    plots.close(figure)

@@ -3,7 +3,6 @@ evaluation whose metrics are Polars frames (:mod:`evalengine.evaluation`)."""
 
 import shutil
 import tempfile
-from importlib import resources
 import threading
 import weakref
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
 from evalengine.evaluation.proposals import ProposalEvaluation
-from evalengine.evaluation.voc import VocEvaluation, voc_output
 from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
@@ -28,7 +26,6 @@ from evalengine.io.metadata import with_image_metadata
 from evalengine.geometry.homography import homography_table
 from evalengine.io.perturbations import read_homographies
 from evalengine.io.proposals import BOX_CONVENTIONS, iter_proposals
-from evalengine.io.voc import estimate_result_rows, iter_voc_detections, read_ground_truth
 from evalengine.match.coco import (
     COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol,
 )
@@ -37,7 +34,6 @@ from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
 from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.match.voc import VocProtocol
-from evalengine.metrics.voc import METRICS as VOC_METRICS
 from evalengine.progress import Phases
 from evalengine.store.build import add_proposal_run, add_run, create_store, replaced_store
 from evalengine.store.commit import replace_file
@@ -53,7 +49,7 @@ from evalengine.store.sharding import PROPOSALS_PER_SHARD, default_shard_count
 __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_MAX_DETS", "HOSANG_BUDGETS",
            "IOU_TYPES", "LRP_SEARCHES", "NAME_RULE", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
            "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
-           "ingest_gt", "ingest_proposals", "location", "lrp_protocol", "open", "replace_file", "report",
+           "ingest_gt", "ingest_proposals", "location", "lrp_protocol", "evaluate_thresholds", "open", "replace_file", "report",
            "VOC_METRICS", "VocEvaluation", "VocProtocol", "evaluate_store_voc", "evaluate_voc", "ingest_voc",
            "voc_output", "voc_sample"]
 
@@ -282,14 +278,6 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     return evaluation
 
 
-def lrp_protocol(iou_threshold: float = 0.5, max_dets: int = COCO_MAX_DETS[-1]) -> CocoProtocol:
-    """The COCO protocol LRP is read from: the official code takes ``iouThrs[0]`` and ``maxDets[-1]``, so the default
-    protocol at 0.5 and 100 (its match table is the one ``evaluate`` makes), else one threshold and that cap."""
-    if iou_threshold == COCO_IOU_THRESHOLDS[0] and max_dets == COCO_MAX_DETS[-1]:
-        return CocoProtocol()
-    return CocoProtocol(iou_thresholds=(iou_threshold,), max_dets=(max_dets,))
-
-
 class _TemporaryFolder:
     """A temporary folder, removed once nothing holds this object (or at exit)."""
 
@@ -336,54 +324,7 @@ def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None = 
     return pl.concat(list(frames)).select("image_id", *corner_columns()), dataset.images.height
 
 
-def ingest_voc(gt, dt, store, n_shards: int | None = None, run: str = DEFAULT_RUN, overwrite: bool = False,
-               progress=None) -> Store:
-    """A new store from PASCAL VOC inputs (see :mod:`evalengine.io.voc`): ground truth from an ``Annotations/``
-    folder of XML files or a COCO file, detections from a folder of devkit result files (``comp4_det_test_<class>
-    .txt``, …) or a COCO result file, JSON Lines or Parquet. Any protocol evaluates it (the COCO one with area
-    ``w·h`` and no crowd)."""
-    keep_freed_memory()
-    check_name("run", run)
-    replaced_store(location(store), overwrite, [gt, dt])
-    dataset = read_ground_truth(gt)
-    rows = estimate_result_rows(dt) if Path(dt).is_dir() else estimate_rows(dt)
-    layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {run: iter_voc_detections(dt, dataset)},
-                          n_shards=n_shards or default_shard_count(max(rows, dataset.gt.height)),
-                          provenance={"gt": str(gt), run: str(dt)}, overwrite=overwrite, progress=progress)
-    return Store(layout)
-
-
-def evaluate_store_voc(store: Store, protocol: VocProtocol | None = None, run: str = DEFAULT_RUN, metric: str = "voc12",
-                       phases: Phases | None = None, **schedule) -> VocEvaluation:
-    """Match (or reuse the match table of) a stored run under the VOC protocol and accumulate ``metric``."""
-    phases = phases or Phases()
-    protocol = protocol or VocProtocol()
-    with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
-        evaluation = VocEvaluation(store.layout, run, protocol, store.match(protocol, run, on_shard_done=advance,
-                                                                             **schedule))
-    with phases.phase("accumulate", total=len(evaluation.category_ids), unit="categories") as advance:
-        evaluation.accumulate(metric, on_batch_done=advance)
-    return evaluation
-
-
-def evaluate_voc(gt, dt, protocol: VocProtocol | None = None, metric: str = "voc12", store=None,
-                 n_shards: int | None = None, phases: Phases | None = None, **schedule) -> VocEvaluation:
-    """PASCAL VOC files in (:func:`ingest_voc`'s), a VOC evaluation out; the store is kept at ``store`` or made in a
-    temporary folder that lives as long as the evaluation."""
-    phases = phases or Phases()
-    threading.Thread(target=warm_up, daemon=True).start()
-    folder = _TemporaryFolder() if store is None else None
-    with phases.phase("ingest", unit="detections") as advance:
-        opened = ingest_voc(gt, dt, store if folder is None else folder.path / "store", n_shards=n_shards,
-                            progress=advance)
-    evaluation = evaluate_store_voc(opened, protocol, metric=metric, phases=phases, **schedule)
-    if folder is not None:
-        evaluation.keep_alive.append(folder)
-    return evaluation
-
-
-def voc_sample() -> tuple:
-    """``(Annotations folder, results folder)`` of the bundled VOC sample: 100 VOC2012 images, 20 classes, 38 difficult
-    objects, a detector's devkit result files (``evalengine/data/NOTICE.md``)."""
-    folder = Path(str(resources.files("evalengine.data"))) / "voc_sample"
-    return folder / "Annotations", folder / "results"
+# the front doors of the families built on the above (imported last: they use Store and the COCO functions)
+from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, evaluate_thresholds,  # noqa: E402
+                                evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
+from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, tide, tide_summary  # noqa: E402

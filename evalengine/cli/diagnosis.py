@@ -1,0 +1,43 @@
+"""The error-diagnosis commands: ``tide`` (Bolya et al.'s TIDE, as tidecv prints it)."""
+
+import json
+from pathlib import Path
+
+from evalengine import api
+from evalengine.cli import options
+from evalengine.errors import EvalEngineError
+
+
+def _cmd_tide(args) -> str:
+    protocol = api.TideProtocol(args.pos_threshold, args.background_threshold, args.max_dets)
+    if (args.store is None) == (args.gt is None or args.dt is None):
+        raise EvalEngineError("tide: give a STORE, or --gt and --dt (not both)")
+    if args.store is None:
+        diagnosis = api.tide((args.gt, args.dt), mode=args.mode, protocol=protocol, **options.schedule(args))
+        name = Path(args.dt).stem  # tidecv names a run loaded from a file by its stem
+    else:
+        diagnosis = api.tide(api.open(args.store), args.run, args.mode, protocol, **options.schedule(args))
+        name = args.run
+    if args.json:
+        return json.dumps(diagnosis.result.as_dict())
+    return api.tide_summary(diagnosis.result, name, protocol)
+
+
+def add_tide(sub) -> None:
+    tide = sub.add_parser("tide", help="TIDE error diagnosis (Bolya et al.): dAP of Cls, Loc, Both, Dupe, Bkg, Miss")
+    tide.add_argument("store", nargs="?", default=None, help=f"a store: {options.STORE_HELP} (or --gt and --dt)")
+    tide.add_argument("--gt", default=None, help="COCO ground-truth JSON")
+    tide.add_argument("--dt", default=None, help="detections: COCO result JSON, JSON Lines or Parquet")
+    tide.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run (with STORE)")
+    tide.add_argument("--mode", choices=api.TIDE_MODES, default="tide",
+                      help="tide: tidecv's matching, AP50 and averaging (default); coco: pycocotools' (its AP50)")
+    tide.add_argument("--pos-threshold", type=options.iou, default=0.5, metavar="T",
+                      help="IoU of a true positive (default 0.5)")
+    tide.add_argument("--background-threshold", type=options.iou, default=0.1, metavar="T",
+                      help="IoU at or below which a detection is background (default 0.1)")
+    tide.add_argument("--max-dets", type=options.positive_int, default=100, metavar="N",
+                      help="detections kept per image, all classes together (coco: per image and category; "
+                           "default 100)")
+    options.schedule_args(tide)
+    tide.add_argument("--json", action="store_true", help="print one JSON object instead of tidecv's summary")
+    tide.set_defaults(func=_cmd_tide)

@@ -1,0 +1,75 @@
+"""Error diagnosis of a stored detection run: TIDE (:mod:`evalengine.metrics.errors.tide`) over the ``tide`` match
+table, which is matched from the ``pairs`` table (both made once and kept in the store)."""
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import polars as pl
+
+from evalengine.engine.planner import match
+from evalengine.errors import InputError, check_option
+from evalengine.match.tide import ERRORS, MATCHINGS, TideProtocol
+from evalengine.metrics.errors.tide import SPECIAL, TideResult, tide_errors
+from evalengine.store.layout import StoreLayout
+from evalengine.store.shards import scan_shards
+
+# tide: tidecv's matching, AP50 and averaging; coco: pycocotools' matching, AP50 and averaging
+TIDE_MODES = MATCHINGS
+
+
+@dataclass(frozen=True)
+class TideEvaluation:
+    """A run diagnosed with TIDE: the ΔAP and counts of every error, and the per-detection table they come from."""
+
+    layout: StoreLayout
+    run: str
+    protocol: TideProtocol
+    matches_dir: object
+    keep_alive: list = field(default_factory=list, repr=False, compare=False)
+
+    def detections(self) -> pl.LazyFrame:
+        """One row per kept detection: outcome, error code, target and fix (:data:`evalengine.schema.TIDE_DT`)."""
+        return scan_shards(self.matches_dir / "dt")
+
+    def ground_truths(self) -> pl.LazyFrame:
+        """One row per non-crowd ground truth: used, missed."""
+        return scan_shards(self.matches_dir / "gt")
+
+    @cached_property
+    def result(self) -> TideResult:
+        return tide_errors(self.detections(), self.ground_truths(), self.layout.scan("images"), self.protocol.matching)
+
+
+def diagnose_tide(layout: StoreLayout, run: str, protocol: TideProtocol | None = None, mode: str = "tide",
+                  **schedule) -> TideEvaluation:
+    """Match the tables ``run``'s TIDE table is read from (pairs; in ``mode`` "coco" also the COCO match table) and
+    the TIDE table itself (each once), then diagnose it. A ground truth without annotations (outside crowd regions)
+    is refused: TIDE's AP has no positive to measure (tidecv divides by zero, or reports 0)."""
+    check_option("mode", mode, TIDE_MODES)
+    protocol = replace(protocol or TideProtocol(), matching=mode)
+    if not layout.scan_gt().filter(~pl.col("iscrowd")).select(pl.len()).collect().item():
+        source = layout.manifest.get("provenance", {}).get("gt", layout.root)
+        raise InputError(f"{source}: no annotations (outside crowd regions): TIDE's AP is undefined")
+    for required in protocol.required():
+        match(layout, run, required, **schedule)
+    return TideEvaluation(layout, run, protocol, match(layout, run, protocol, **schedule))
+
+
+def _table(rows: list, title: str) -> list:
+    """tidecv's ``plotting.print_table``: right-aligned columns, a title centred over the dividers."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    divider = "--" + "---".join("-" * w for w in widths) + "-"
+    lines = [" " * ((len(divider) - len(title)) // 2) + title, divider.replace("-", "=")]
+    for row in rows:
+        lines.append("  " + "   ".join(cell.rjust(w) for cell, w in zip(row, widths)) + "  ")
+        if row is rows[0]:
+            lines.append(divider)
+    return lines + [divider.replace("-", "=")]
+
+
+def tide_summary(result: TideResult, name: str, protocol: TideProtocol) -> str:
+    """tidecv's ``TIDE.summarize()`` text for one run called ``name``."""
+    main = [["Type", *ERRORS], [" dAP", *(f"{result.main[e]:6.2f}" for e in ERRORS)]]
+    special = [["Type", *SPECIAL], [" dAP", *(f"{result.special[e]:6.2f}" for e in SPECIAL)]]
+    return "\n".join([f"-- {name} --", "", f"bbox AP @ {int(protocol.pos_threshold * 100):d}: {result.ap50:.2f}", "",
+                      *_table(main, "Main Errors"), "", *_table(special, "Special Error")])

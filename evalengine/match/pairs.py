@@ -1,0 +1,84 @@
+"""The ``pairs`` table: per image, every (detection, ground truth) pair of ANY classes whose box IoU is at least
+``min_iou`` — the one table the cross-class diagnoses read (TIDE's Cls / Both / Bkg, Hoiem's Sim / Oth, Borji's
+steps, confusion matrices).
+
+- IoU is pycocotools' box IoU (``bbIou``); for a crowd ground truth it is, as there, the intersection over the
+  detection's area, and the row says ``gt_iscrowd`` (TIDE's ignore regions, COCO's crowd). The COCO ``ignore``
+  field and the areas are joined from ``gt`` by ``gt_id`` when an analysis needs them.
+- The comparison is ``iou >= min_iou``: with the default 0.1 a pair at exactly TIDE's background threshold is
+  present (its Loc test is ``0.1 <= IoU``), and "no pair" means "IoU < 0.1 with everything", so its Bkg test
+  (``IoU <= 0.1``) is decided by the pairs with IoU > 0.1.
+- Every detection of the run takes part, of any category and rank: each analysis applies its own cap (COCO's per
+  image and category, TIDE's per image) from the ``dt`` table's scores.
+- A detection's outcome under a COCO protocol is not copied here: join ``matches/protocol=coco…/dt`` on
+  ``(image_id, det_id)`` (``tp_bits``, ``matched_gt_id``), so that one pairs table serves every COCO parameter set.
+
+Rows are O(detections): a box overlaps few objects at IoU >= 0.1. They come per image in (det_id, ground-truth
+file order) order, identical whatever the shard count.
+"""
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import polars as pl
+
+from evalengine import schema
+from evalengine.geometry.box_iou import COCO, box_iou_blocks
+from evalengine.geometry.boxes import xywh
+from evalengine.match.groups import block_chunks, merge_groups
+from evalengine.match.protocol import Protocol, column_array, unit_thresholds
+
+
+@dataclass(frozen=True)
+class PairsProtocol(Protocol):
+    """Candidate (detection, ground truth) pairs of any classes with IoU >= ``min_iou`` (in [0, 1]; 0 keeps every
+    pair of the image)."""
+
+    min_iou: float = 0.1
+    name: ClassVar[str] = "pairs"
+    sides: ClassVar[tuple] = ("pairs",)
+
+    def __post_init__(self):
+        object.__setattr__(self, "min_iou", unit_thresholds("min_iou", [self.min_iou], zero=True)[0])
+
+    def shard_inputs(self, layout, run: str) -> tuple:
+        layout.check_run(run)
+        paths = layout.paths
+        return [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)], {}
+
+    def match_shard(self, tables: dict, context: dict) -> dict:
+        return {"pairs": pairs_shard(tables["gt"], tables["dt"], self.min_iou)}
+
+
+def pairs_shard(gt: pl.DataFrame, dt: pl.DataFrame, min_iou: float) -> pl.DataFrame:
+    """One shard's pairs (schema :data:`evalengine.schema.PAIRS`): the IoU blocks of each image, in chunks of bounded
+    size (:func:`evalengine.match.groups.block_chunks`), filtered at ``min_iou``."""
+    gt = gt.sort("image_id", "gt_order")
+    dt = dt.sort("image_id", "det_id")
+    gt_image, dt_image = column_array(gt, "image_id"), column_array(dt, "image_id")
+    groups = merge_groups(gt_image, gt_image, dt_image, dt_image, False)
+    gt_start, gt_len, dt_start, dt_len = (np.ascontiguousarray(groups[:, i]) for i in range(4))
+    gt_crowd = column_array(gt, "iscrowd", np.bool_)
+    gt_box, dt_box = xywh(gt), xywh(dt)
+    dt_rows, gt_rows, ious = [], [], []
+    for lo, hi in block_chunks(gt_len, dt_len):
+        values, offsets = box_iou_blocks(COCO, dt_box, gt_box, gt_crowd, gt_start, gt_len, dt_start, dt_len, lo, hi)
+        at = np.flatnonzero(values >= min_iou)
+        group = np.searchsorted(offsets, at, side="right") - 1 + lo
+        local = at - offsets[group - lo]
+        n_gt = gt_len[group]
+        dt_rows.append(dt_start[group] + local // n_gt)
+        gt_rows.append(gt_start[group] + local % n_gt)
+        ious.append(values[at])
+    d = np.concatenate(dt_rows) if dt_rows else np.zeros(0, np.int64)
+    g = np.concatenate(gt_rows) if gt_rows else np.zeros(0, np.int64)
+    return pl.DataFrame({
+        "image_id": dt_image[d],
+        "det_id": column_array(dt, "det_id")[d],
+        "gt_id": column_array(gt, "gt_id")[g],
+        "dt_category_id": column_array(dt, "category_id")[d],
+        "gt_category_id": column_array(gt, "category_id")[g],
+        "iou": np.concatenate(ious) if ious else np.zeros(0),
+        "gt_iscrowd": gt_crowd[g],
+    }, schema=schema.PAIRS)
