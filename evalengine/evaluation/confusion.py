@@ -20,6 +20,7 @@ class Confusion:
     outcomes: pl.DataFrame
     category_ids: tuple
     iou_threshold: float
+    names: dict  # category_id -> name
 
     def matrix(self) -> pl.DataFrame:
         """Every cell: ``gt_category_id, dt_category_id, count, fraction`` (row-normalised; background: null)."""
@@ -46,4 +47,5 @@ class ConfusionMetrics:
         outcomes = confusion.confusion_outcomes(
             self.dt_matches(), self.gt_matches(), scan_shards(pairs_dir / "pairs"), self.layout.scan_gt(),
             self.category_ids, self.protocol, tau, score_threshold, image_ids=self.image_subset)
-        return Confusion(outcomes, tuple(self.category_ids), tau)
+        names = dict(self.layout.read("categories").select("category_id", "name").iter_rows())
+        return Confusion(outcomes, tuple(self.category_ids), tau, names)
