@@ -128,5 +128,6 @@ def test_bad_thresholds_are_refused(tmp_path):
         ev.confusion(0.5, pl.DataFrame({"category_id": [1]}))
     with pytest.raises(InputError, match="finite number"):
         ev.confusion(0.5, float("nan"))
+    (tmp_path / "pooled").mkdir()
     with pytest.raises(ProtocolError, match="use_cats"):
         ours_evaluation(tmp_path / "pooled", gt, dt, CocoProtocol(use_cats=False)).confusion(0.5)
