@@ -328,3 +328,4 @@ def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None = 
 from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, evaluate_thresholds,  # noqa: E402
                                 evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
 from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, tide, tide_summary  # noqa: E402
+from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402

@@ -6,6 +6,7 @@ from functools import cached_property
 
 import polars as pl
 
+from evalengine.evaluation.confusion import ConfusionMetrics
 from evalengine.evaluation.thresholds import ScoreThresholdMetrics
 from evalengine.match.coco import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
@@ -16,7 +17,7 @@ from evalengine.store.shards import scan_shards
 
 
 @dataclass(frozen=True)
-class Evaluation(ScoreThresholdMetrics):
+class Evaluation(ScoreThresholdMetrics, ConfusionMetrics):
     """A matched run: the match table and every COCO metric as a query over it.
 
     ``image_subset`` / ``category_subset`` restrict it to a slice: pycocotools matches every image and category on its
