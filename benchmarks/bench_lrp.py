@@ -4,11 +4,12 @@ The store is generated (benchmarks/generate.py), ingested and matched under the 
 reads that match table: ``accumulate`` (pycocotools ``accumulate``, the reference), ``lrp-rank`` / ``lrp-score`` /
 ``lrp-grid`` (oLRP of every category and area range by each search), ``points`` (precision, recall, F1 and LRP of
 every category at every distinct score, the LRP- and F1-optimal thresholds, the detections kept at the LRP ones) and
-``voc`` (VOC matching, then VOC2010+ and VOC2007 AP, and oLRP on the VOC match table once the VOC evaluation
-has ``lrp()``). ``ingest``
-and ``match`` are measured once, outside the comparison. Reports wall time (process start to exit), in-process time
-(the step's work alone), peak RSS and the ratio to ``accumulate``; a step whose RSS passes ``--max-rss-gib`` is
-stopped and reported so. The numba kernels are compiled on a small store first, untimed.
+``voc`` (VOC matching, VOC2010+ and VOC2007 AP, and oLRP on the VOC match table where the VOC evaluation has
+``lrp()``). ``ingest`` and ``match`` are measured once, outside the comparison (``ingest`` when the store is made:
+remove its folder to measure it again; ``match`` on every run). Reports wall time (process start to
+exit), in-process wall and CPU time (the step's work alone), peak RSS (bench_coco's watcher: a step whose RSS passes
+``--max-rss-gib`` is stopped and reported so) and the ratios to ``accumulate``. The numba kernels are compiled on a
+small store first, untimed.
 
     python benchmarks/bench_lrp.py --images 50000
     python benchmarks/bench_lrp.py --images 100000 --out /work/bench/lrp --repeat 3
@@ -27,22 +28,12 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+from bench_coco import _rss_bytes  # noqa: E402
 from generate import add_size_arguments, generate, write  # noqa: E402
 
 STEPS = ("accumulate", "lrp-rank", "lrp-score", "lrp-grid", "points", "voc")
 ONCE = ("ingest", "match")
 WARM_UP_IMAGES = 2000
-
-
-def _rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def run(step: str, data: Path, max_rss: float) -> dict:
@@ -247,7 +238,7 @@ def main(argv=None):
     for step in ONCE:
         print(json.dumps(once[step]), file=sys.stderr, flush=True)
 
-    results, load = {}, [os.getloadavg()[0]]
+    results, load_before = {}, os.getloadavg()[0]
     for _ in range(args.repeat):
         for step in args.steps:
             if "error" in (results.get(step) or [{}])[-1]:
@@ -256,7 +247,7 @@ def main(argv=None):
             print(json.dumps({k: v for k, v in results[step][-1].items() if k != "thresholds"}), file=sys.stderr,
                   flush=True)
     rows = [_summary(results[step]) for step in args.steps]
-    table = _table(args, n_dets, once, rows, (load[0], os.getloadavg()[0]))
+    table = _table(args, n_dets, once, rows, (load_before, os.getloadavg()[0]))
     print(table)
     (args.out / f"{name}.md").write_text(table + "\n")
     (args.out / f"{name}.json").write_text(json.dumps({"dataset": name, "n_detections": n_dets, "once": once,
