@@ -264,6 +264,7 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
             precision[k_lo:k_hi], scores[k_lo:k_hi] = result[2], result[3]
         if on_batch_done:
             on_batch_done(k_hi - k_lo)
+        del frame, score, rank, order, ranked, result  # not held while the next batch is read
     return Accumulation(protocol=protocol, category_ids=category_ids, ap=ap, recall=recall,
                         precision=precision, scores=scores)
 

@@ -223,6 +223,7 @@ def optimal_lrp(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids
             "n_gt": batch.n_gt[k, a],
             **{field: values[k, a, i] for i, field in enumerate(_FIELDS)},
         }))
+        del batch  # not held while the next batch is read
     table = pl.concat(parts).with_columns([pl.col(f).fill_nan(None) for f in _FIELDS]).with_columns(
         [pl.col(f).cast(pl.Int64) for f in ("n_tp", "n_fp", "n_fn")])
     order = {r[0]: i for i, r in enumerate(protocol.area_ranges)}

@@ -58,6 +58,7 @@ def operating_points(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, categor
                                                               batch.ignored[:, 0], batch.iou[:, 0], n_gt, tau)
         parts.append(pl.DataFrame({"category_id": batch.category_ids[category], "threshold": score,
                                    "n_gt": n_gt[category], "n_tp": n_tp, "n_fp": n_fp, "iou_sum": iou_sum}))
+        del batch  # not held while the next batch is read
     tp, fp, gt = pl.col("n_tp"), pl.col("n_fp"), pl.col("n_gt")
     precision = pl.when(tp + fp > 0).then(tp / (tp + fp))
     recall = tp / gt

@@ -99,6 +99,8 @@ def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_
         columns = _gather(order, score, _bits(frame.get_column("tp_bits"), n_area_stored)[:, :n_area],
                           _bits(frame.get_column("ignored_bits"), n_area_stored)[:, :n_area],
                           frame.select([f"iou{a}" for a in range(n_area)]).to_numpy().astype(np.float64), t)
-        del frame, order, first, second, score  # only the gathered arrays are held while the batch is consumed
-        yield RankedBatch(category_ids=category_ids[k_lo:k_hi], starts=starts, score=columns[0], tp=columns[1],
-                          ignored=columns[2], iou=columns[3], n_gt=n_gt[k_lo:k_hi])
+        ranked = RankedBatch(category_ids=category_ids[k_lo:k_hi], starts=starts, score=columns[0], tp=columns[1],
+                             ignored=columns[2], iou=columns[3], n_gt=n_gt[k_lo:k_hi])
+        del frame, order, first, second, score, cat_index, starts, columns
+        yield ranked
+        del ranked  # while the next batch is read, only the consumer may still hold this one (and it lets go)
