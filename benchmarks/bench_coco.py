@@ -41,14 +41,11 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def run(tool: str, gt: Path, dt: Path, max_rss: float) -> dict:
-    """Run one tool in a child process; peak RSS from wait4 (KiB on Linux). A store's match tables are removed
-    first, so that ``evalengine-store`` always matches."""
-    if tool == "evalengine-store":
-        shutil.rmtree(dt / "matches", ignore_errors=True)
+def run_child(argv: list, max_rss: float) -> dict:
+    """Run ``argv`` in a child process and return the JSON object its last stdout line prints, with its wall time and
+    peak RSS (from wait4, KiB on Linux); ``{"error": …}`` when the child failed or passed ``max_rss`` (it is killed)."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(HERE / "run_tool.py"), tool, str(gt), str(dt)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     killed, reaped = threading.Event(), threading.Event()
 
     def watch():  # never polls the child: that would reap it before wait4 reads its resource usage
@@ -61,16 +58,24 @@ def run(tool: str, gt: Path, dt: Path, max_rss: float) -> dict:
     out, err = proc.stdout.read(), proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     reaped.set()
-    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - started
     if killed.is_set():
-        return {"tool": tool, "error": f"stopped: RSS above {max_rss / 2**30:.0f} GiB"}
-    if proc.returncode:
+        return {"error": f"stopped: RSS above {max_rss / 2**30:.0f} GiB"}
+    if os.waitstatus_to_exitcode(status):
         text = err.decode().strip()
-        return {"tool": tool, "error": text.splitlines()[-1] if text else f"exit status {status}"}
+        return {"error": text.splitlines()[-1] if text else f"exit status {status}"}
     result = json.loads(out.decode().strip().splitlines()[-1])
     result.update(wall_seconds=wall, peak_rss_mib=usage.ru_maxrss / 1024)
     return result
+
+
+def run(tool: str, gt: Path, dt: Path, max_rss: float) -> dict:
+    """Run one tool in a child process (:func:`run_child`). A store's match tables are removed first, so that
+    ``evalengine-store`` always matches."""
+    if tool == "evalengine-store":
+        shutil.rmtree(dt / "matches", ignore_errors=True)
+    result = run_child([sys.executable, str(HERE / "run_tool.py"), tool, str(gt), str(dt)], max_rss)
+    return {"tool": tool, **result} if "error" in result else result
 
 
 def _prepare(args, data: Path) -> None:

@@ -22,13 +22,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from bench_coco import _rss_bytes  # noqa: E402
+from bench_coco import run_child  # noqa: E402
 from generate import add_size_arguments, generate, write  # noqa: E402
 
 STEPS = ("accumulate", "lrp-rank", "lrp-score", "lrp-grid", "points", "voc")
@@ -37,31 +36,8 @@ WARM_UP_IMAGES = 2000
 
 
 def run(step: str, data: Path, max_rss: float) -> dict:
-    """Run one step in a child process (this script with ``--step``); peak RSS from wait4 (KiB on Linux)."""
-    started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, "--step", step, "--data", str(data)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    killed, reaped = threading.Event(), threading.Event()
-
-    def watch():  # never polls the child: that would reap it before wait4 reads its resource usage
-        while not reaped.wait(0.2):
-            if _rss_bytes(proc.pid) > max_rss:
-                killed.set()
-                proc.kill()
-
-    threading.Thread(target=watch, daemon=True).start()
-    out, err = proc.stdout.read(), proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    reaped.set()
-    wall = time.perf_counter() - started
-    if killed.is_set():
-        return {"step": step, "error": f"stopped: RSS above {max_rss / 2**30:.0f} GiB"}
-    if os.waitstatus_to_exitcode(status):
-        text = err.decode().strip()
-        return {"step": step, "error": text.splitlines()[-1] if text else f"exit status {status}"}
-    result = json.loads(out.decode().strip().splitlines()[-1])
-    result.update(step=step, wall_seconds=wall, peak_rss_mib=usage.ru_maxrss / 1024)
-    return result
+    """Run one step in a child process (this script with ``--step``; bench_coco's :func:`run_child`)."""
+    return {**run_child([sys.executable, __file__, "--step", step, "--data", str(data)], max_rss), "step": step}
 
 
 # --- the steps, in the child ------------------------------------------------------------------------------------
