@@ -7,12 +7,10 @@ import polars as pl
 
 from evalengine import api
 from evalengine.cli import options
-from evalengine.errors import EvalEngineError
 
 
 def _cmd_confusion(args) -> str:
-    if (args.store is None) == (args.gt is None or args.dt is None):
-        raise EvalEngineError("confusion: give a STORE, or --gt and --dt (not both)")
+    options.check_store_or_files(args)
     source = (args.gt, args.dt) if args.store is None else api.open(args.store)
     result = api.confusion(source, args.iou, args.score, args.thresholds, args.run, **options.schedule(args))
     if args.json:

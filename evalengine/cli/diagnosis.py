@@ -5,13 +5,11 @@ from pathlib import Path
 
 from evalengine import api
 from evalengine.cli import options
-from evalengine.errors import EvalEngineError
 
 
 def _cmd_tide(args) -> str:
     protocol = api.TideProtocol(args.pos_threshold, args.background_threshold, args.max_dets)
-    if (args.store is None) == (args.gt is None or args.dt is None):
-        raise EvalEngineError("tide: give a STORE, or --gt and --dt (not both)")
+    options.check_store_or_files(args)
     if args.store is None:
         diagnosis = api.tide((args.gt, args.dt), mode=args.mode, protocol=protocol, **options.schedule(args))
         name = Path(args.dt).stem  # tidecv names a run loaded from a file by its stem

@@ -4,13 +4,11 @@ thresholds of a stored run, and the detections they keep)."""
 from evalengine import api
 from evalengine.cli import options
 from evalengine.cli.query import _target, _write
-from evalengine.errors import EvalEngineError
 
 
 def _evaluation(args):
     """The matched run the command reads: of ``STORE`` (``--run``), or of ``--gt``/``--dt`` (a temporary store)."""
-    if (args.store is None) == (args.gt is None or args.dt is None):
-        raise EvalEngineError("give a STORE, or --gt and --dt (not both)")
+    options.check_store_or_files(args)
     protocol = api.lrp_protocol(args.iou, args.max_dets, args.protocol, args.strict)
     return api.evaluate_thresholds(protocol, args.store, args.run, args.gt, args.dt, **options.schedule(args))
 

@@ -20,6 +20,12 @@ def store_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
     return parser
 
 
+def check_store_or_files(args) -> None:
+    """A command that reads a STORE or ``--gt``/``--dt`` files (a temporary store) is given exactly one of them."""
+    if (args.store is None) == (args.gt is None or args.dt is None):
+        raise EvalEngineError(f"{args.command}: give a STORE, or --gt and --dt (not both)")
+
+
 def protocol_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iou-type", choices=api.IOU_TYPES, default="bbox", help="what is matched (bbox)")
     parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,
