@@ -52,3 +52,12 @@ def test_every_module_has_a_layer_and_stays_small():
     for path in _modules():
         assert path.relative_to(PACKAGE).parts[0].removesuffix(".py") in LAYERS | {"data": 0}, path
         assert len(path.read_text().splitlines()) <= 400, path
+
+
+def test_every_package_ships():
+    """pyproject lists every package (a wheel built from it would otherwise lack one: editable installs hide that)."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert found - listed == set()

@@ -1,34 +1,15 @@
-"""Figures people would rather look at than read (matplotlib, an optional extra: ``evalengine[plot]``).
-
-Each function takes what the metrics return and gives back a ``matplotlib.figure.Figure``.
-"""
+"""Detection figures: PR curves, recall against IoU, AP by size, run differences, LRP and operating points."""
 
 import polars as pl
 
-from evalengine.errors import EvalEngineError
-
-
-def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise EvalEngineError('plots need matplotlib: pip install "evalengine[plot]"') from exc
-    return plt
-
-
-def close(figure) -> None:
-    """Release a figure made here: pyplot keeps every figure until it is closed."""
-    _pyplot().close(figure)
+from evalengine.plots.figure import pyplot
 
 
 def pr_curves(precision: pl.DataFrame, category_names: dict, category_ids=None, iou_threshold: float = 0.5,
               area_range: str = "all", max_dets: int | None = None):
     """Interpolated precision against recall (pycocotools' 101 points): one curve per listed category, or
     the class mean at IoU 0.5, 0.75 and the mean over all thresholds when none are listed."""
-    plt = _pyplot()
+    plt = pyplot()
     cap = max_dets if max_dets is not None else precision["max_dets"].max()
     rows = precision.filter((pl.col("area_range") == area_range) & (pl.col("max_dets") == cap)
                             & (pl.col("precision") > -1))
@@ -57,7 +38,7 @@ def pr_curves(precision: pl.DataFrame, category_names: dict, category_ids=None, 
 def recall_iou(ap_tables: dict, area_range: str = "all", max_dets: int | None = None):
     """Class-mean recall at each IoU threshold (the curve whose mean is COCO's AR), one line per run.
     ``ap_tables`` maps a run name to its ``ap_table()``."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for run, table in ap_tables.items():
         cap = max_dets if max_dets is not None else table["max_dets"].max()
@@ -75,7 +56,7 @@ def recall_iou(ap_tables: dict, area_range: str = "all", max_dets: int | None = 
 def ap_by_size(summaries: dict):
     """AP@[.50:.95] per area range (all, small, medium, large), one bar group per run.
     ``summaries`` maps a run name to its summary frame (``metric, value``)."""
-    plt = _pyplot()
+    plt = pyplot()
     metrics = ["AP", "APs", "APm", "APl"]
     fig, ax = plt.subplots(figsize=(6, 4))
     width = 0.8 / max(len(summaries), 1)
@@ -91,7 +72,7 @@ def ap_by_size(summaries: dict):
 
 def run_differences(comparison: pl.DataFrame, run: str, area_range: str = "all", most: int = 30):
     """Per-class AP difference of ``run`` to the baseline of a ``Store.compare`` table, the largest first."""
-    plt = _pyplot()
+    plt = pyplot()
     column = f"diff_{run}"
     rows = comparison.filter((pl.col("area_range") == area_range) & pl.col(column).is_not_null())
     rows = rows.sort(pl.col(column).abs(), descending=True).head(most).sort(column)
@@ -104,38 +85,6 @@ def run_differences(comparison: pl.DataFrame, run: str, area_range: str = "all",
     return fig
 
 
-def proposal_recall_iou(curves: dict, budget: int):
-    """Recall against IoU threshold at one budget, one line per proposal run (Hosang et al. Fig. 6); ``curves``
-    maps a run name to :meth:`ProposalEvaluation.recall_iou_curve`'s frame; the legend gives the mean recall over
-    the drawn thresholds (≈ AR on the default 0.001 grid)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for run, table in curves.items():
-        curve = table.filter(pl.col("budget") == budget).sort("iou_threshold")
-        mean = float(curve["recall"].mean()) if curve.height else float("nan")
-        ax.plot(curve["iou_threshold"], curve["recall"], label=f"{run} (AR ≈ {mean:.3f})")
-    ax.set(xlabel="IoU threshold", ylabel="recall", xlim=(0.5, 1.0), ylim=(0, 1),
-           title=f"recall vs IoU at {budget} proposals per image")
-    ax.legend()
-    fig.tight_layout()
-    return fig
-
-
-def ar_by_budget(tables: dict):
-    """AR against the mean number of proposals per image (log axis, Hosang et al. Fig. 7c), one line per run;
-    ``tables`` maps a run name to :meth:`ProposalEvaluation.average_recall`'s frame."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for run, table in tables.items():
-        table = table.sort("budget")
-        ax.plot(table["mean_proposals"], table["ar"], marker="o", label=run)
-    ax.set(xscale="log", xlabel="mean number of proposals per image", ylabel="average recall", ylim=(0, 1),
-           title="AR vs number of proposals")
-    ax.legend()
-    fig.tight_layout()
-    return fig
-
-
 def _first_categories(points: pl.DataFrame, category_ids, limit: int = 10) -> list:
     """The listed categories, or the first ``limit`` of ``points`` (as Oksuz et al.'s Fig. 2 shows ten)."""
     return list(category_ids) if category_ids else points.get_column("category_id").unique(maintain_order=True)[:limit].to_list()
@@ -144,7 +93,7 @@ def _first_categories(points: pl.DataFrame, category_ids, limit: int = 10) -> li
 def lrp_curves(points: pl.DataFrame, category_names: dict, category_ids=None):
     """LRP and its components (localisation, FP, FN) against the score threshold, one panel per category, the
     LRP-optimal threshold marked (Oksuz et al. TPAMI'21 Fig. 2); ``points`` is ``operating_points()``."""
-    plt = _pyplot()
+    plt = pyplot()
     chosen = _first_categories(points, category_ids)
     columns = min(len(chosen), 5) or 1
     rows_n = -(-len(chosen) // columns) or 1
@@ -167,7 +116,7 @@ def lrp_curves(points: pl.DataFrame, category_names: dict, category_ids=None):
 def pr_operating_points(points: pl.DataFrame, category_names: dict, category_ids=None):
     """Precision against recall at every distinct score, one curve per category, with the LRP-optimal (×) and
     F1-optimal (○) points marked; ``points`` is ``operating_points()``."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     for k in _first_categories(points, category_ids, limit=5):
         curve = points.filter(pl.col("category_id") == k).sort("threshold", descending=True)
@@ -179,23 +128,5 @@ def pr_operating_points(points: pl.DataFrame, category_names: dict, category_ids
     ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1.01),
            title="Precision–recall; × LRP-optimal, ○ F1-optimal")
     ax.legend(loc="lower left", fontsize="small")
-    fig.tight_layout()
-    return fig
-
-
-def tide_errors(results: dict):
-    """TIDE's summary as bars (tidecv's ``Plotter.make_summary_plot`` without the pie): ΔAP of each main error, then
-    of the special ones, one bar per run. ``results`` maps a run name to its ``TideResult``."""
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.5), gridspec_kw={"width_ratios": [3, 1]})
-    width = 0.8 / max(len(results), 1)
-    for ax, kind in zip(axes, ("main", "special")):
-        names = list(next(iter(results.values())).as_dict()[kind]) if results else []
-        for k, (run, result) in enumerate(results.items()):
-            values = [result.as_dict()[kind][name] for name in names]
-            ax.bar([i + k * width for i in range(len(names))], values, width, label=run)
-        ax.set_xticks([i + width * (len(results) - 1) / 2 for i in range(len(names))], names)
-        ax.set(ylabel="dAP", title="Main errors" if kind == "main" else "Special errors")
-    axes[0].legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     return fig

@@ -1,0 +1,19 @@
+"""The one way figures are made here: matplotlib (an optional extra, ``evalengine[plot]``) without a display."""
+
+from evalengine.errors import EvalEngineError
+
+
+def pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise EvalEngineError('plots need matplotlib: pip install "evalengine[plot]"') from exc
+    return plt
+
+
+def close(figure) -> None:
+    """Release a figure made here: pyplot keeps every figure until it is closed."""
+    pyplot().close(figure)
