@@ -1,43 +1,30 @@
 """A detection run matched under the COCO protocol: every COCO metric as a query over its match table, for the
 whole run or a slice of it (pycocotools ``params.imgIds`` / ``params.catIds``)."""
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import polars as pl
 
 from evalengine.evaluation.confusion import ConfusionMetrics
+from evalengine.evaluation.run import MatchedRun
 from evalengine.evaluation.thresholds import ScoreThresholdMetrics
 from evalengine.match.coco import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
-from evalengine.store.layout import StoreLayout
-from evalengine.store.shards import scan_shards
 
 
 @dataclass(frozen=True)
-class Evaluation(ScoreThresholdMetrics, ConfusionMetrics):
+class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
     """A matched run: the match table and every COCO metric as a query over it.
 
     ``image_subset`` / ``category_subset`` restrict it to a slice: pycocotools matches every image and category on its
     own, so a slice is only a filter of the accumulation, exact without matching again."""
 
-    layout: StoreLayout
-    run: str
     protocol: CocoProtocol
-    matches_dir: object
     image_subset: tuple | None = None
     category_subset: tuple | None = None
-    # what the files depend on (the temporary folder of a one-shot evaluation), kept as long as the evaluation
-    keep_alive: list = field(default_factory=list, repr=False, compare=False)
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def dt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "dt")
-
-    def gt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "gt")
 
     def slice(self, image_ids=None, category_ids=None) -> "Evaluation":
         """The same run restricted to these images and categories (None: all)."""

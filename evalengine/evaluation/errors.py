@@ -1,43 +1,33 @@
 """Error diagnosis of a stored detection run: TIDE (:mod:`evalengine.metrics.errors.tide`) over the ``tide`` match
 table, which is matched from the ``pairs`` table (both made once and kept in the store)."""
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import polars as pl
 
 from evalengine.engine.planner import match
 from evalengine.errors import InputError, check_option
+from evalengine.evaluation.run import MatchedRun
 from evalengine.match.tide import ERRORS, MATCHINGS, TideProtocol
 from evalengine.metrics.errors.tide import SPECIAL, TideResult, tide_errors
 from evalengine.store.layout import StoreLayout
-from evalengine.store.shards import scan_shards
 
 # tide: tidecv's matching, AP50 and averaging; coco: pycocotools' matching, AP50 and averaging
 TIDE_MODES = MATCHINGS
 
 
 @dataclass(frozen=True)
-class TideEvaluation:
+class TideEvaluation(MatchedRun):
     """A run diagnosed with TIDE: the ΔAP and counts of every error, and the per-detection table they come from."""
 
-    layout: StoreLayout
-    run: str
     protocol: TideProtocol
-    matches_dir: object
-    keep_alive: list = field(default_factory=list, repr=False, compare=False)
-
-    def detections(self) -> pl.LazyFrame:
-        """One row per kept detection: outcome, error code, target and fix (:data:`evalengine.schema.TIDE_DT`)."""
-        return scan_shards(self.matches_dir / "dt")
-
-    def ground_truths(self) -> pl.LazyFrame:
-        """One row per non-crowd ground truth: used, missed."""
-        return scan_shards(self.matches_dir / "gt")
 
     @cached_property
     def result(self) -> TideResult:
-        return tide_errors(self.detections(), self.ground_truths(), self.layout.scan("images"), self.protocol.matching)
+        """From ``dt_matches()`` (one row per kept detection: outcome, error code, target and fix,
+        :data:`evalengine.schema.TIDE_DT`) and ``gt_matches()`` (one row per non-crowd ground truth: used, missed)."""
+        return tide_errors(self.dt_matches(), self.gt_matches(), self.layout.scan("images"), self.protocol.matching)
 
 
 def diagnose_tide(layout: StoreLayout, run: str, protocol: TideProtocol | None = None, mode: str = "tide",

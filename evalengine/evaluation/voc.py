@@ -2,38 +2,26 @@
 TP, FP and ground-truth counts and the mAP as queries over its match table, and what the ``voc`` command prints."""
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from evalengine.evaluation.report import table
+from evalengine.evaluation.run import MatchedRun
 from evalengine.evaluation.thresholds import ScoreThresholdMetrics
 from evalengine.match.voc import VocProtocol
 from evalengine.metrics import voc as voc_metrics
-from evalengine.store.layout import StoreLayout
-from evalengine.store.shards import scan_shards
 
 METRIC_TITLES = {"voc07": "VOC2007 11-point AP", "voc12": "VOC2010+ all-point AP"}
 
 
 @dataclass(frozen=True)
-class VocEvaluation(ScoreThresholdMetrics):
+class VocEvaluation(MatchedRun, ScoreThresholdMetrics):
     """A matched run under :class:`~evalengine.match.voc.VocProtocol`; ``image_subset`` restricts it to images (the
     devkit's image set: exact without matching again)."""
 
-    layout: StoreLayout
-    run: str
     protocol: VocProtocol
-    matches_dir: object
     image_subset: tuple | None = None
-    keep_alive: list = field(default_factory=list, repr=False, compare=False)
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def dt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "dt")
-
-    def gt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "gt")
 
     @property
     def category_ids(self) -> list:

@@ -1,7 +1,6 @@
 """The pairs table: every (detection, ground truth) pair of an image with IoU >= min_iou and no other, IoU equal to
 pycocotools' ``maskUtils.iou`` (crowd: over the detection's area), the same whatever the shard count or scheduler."""
 
-import numpy as np
 import polars as pl
 import pytest
 from pycocotools import mask as mask_utils

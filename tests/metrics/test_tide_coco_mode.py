@@ -59,8 +59,8 @@ def test_fixes_equal_pycocotools_on_edited_inputs(tmp_path, seed):
     if not any(not a.get("iscrowd") for a in gt["annotations"]):
         return
     diagnosis = api.tide(write_inputs(tmp_path, gt, dt), mode="coco", n_shards=1 + seed % 3)
-    result, rows = diagnosis.result, diagnosis.detections().collect()
-    gts = diagnosis.ground_truths().collect()
+    result, rows = diagnosis.result, diagnosis.dt_matches().collect()
+    gts = diagnosis.gt_matches().collect()
     base = _ap50(gt, dt)
     assert result.ap50 == pytest.approx(base, abs=1e-9), f"seed {seed}"
     for error in ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss"):
@@ -76,7 +76,7 @@ def test_false_pos_is_perfect_precision_up_to_the_recall_reached():
     from tests.conftest import PACKAGE_DATA
     gt, dt = PACKAGE_DATA / "instances_val2014_100.json", PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
     diagnosis = api.tide((gt, dt), mode="coco")
-    rows, gts = diagnosis.detections().collect(), diagnosis.ground_truths().collect()
+    rows, gts = diagnosis.dt_matches().collect(), diagnosis.gt_matches().collect()
     recall = (gts.group_by("category_id").agg(pl.col("used").mean().alias("recall")).get_column("recall").to_numpy())
     thresholds = np.array(api.CocoProtocol().recall_thresholds)
     want = np.mean([(thresholds <= r).mean() * 100 if r else 0.0 for r in recall]) - diagnosis.result.ap50

@@ -46,11 +46,11 @@ def test_frame_and_tables(tmp_path):
     frame = diagnosis.result.frame()
     assert frame.get_column("error").to_list() == ["Cls", "Loc", "Both", "Dupe", "Bkg", "Miss", "FalsePos", "FalseNeg"]
     assert frame.filter(pl.col("error") == "Cls").get_column("count").item() == 83
-    dt = diagnosis.detections().collect()
+    dt = diagnosis.dt_matches().collect()
     # the bundled sample has 734 detections, no image with more than 100; 83 Cls errors, one of them fixable
     assert dt.height == 734
     assert dt.filter(pl.col("error") == 1).height == 83
-    assert dt.filter(pl.col("outcome") == 1).height == diagnosis.ground_truths().collect().get_column("used").sum()
+    assert dt.filter(pl.col("outcome") == 1).height == diagnosis.gt_matches().collect().get_column("used").sum()
     # a second diagnosis reuses both tables
     again = api.tide(api.open(tmp_path / "store"))
     assert again.matches_dir == diagnosis.matches_dir and again.result == diagnosis.result
@@ -76,7 +76,7 @@ def test_bad_parameters(params):
 def test_tide_table_identical_whatever_the_scheduler_and_shards(tmp_path, scheduler):
     want = api.tide(CASES["val2014_100"], n_shards=1, scheduler="threads")
     got = api.tide(CASES["val2014_100"], n_shards=5, scheduler=scheduler)
-    for side in ("detections", "ground_truths"):
+    for side in ("dt_matches", "gt_matches"):
         a, b = (getattr(d, side)().drop("shard").collect() for d in (want, got))
         assert a.sort(a.columns[2]).equals(b.sort(b.columns[2]))
     assert got.result == want.result

@@ -20,4 +20,4 @@ def test_pairs_and_tide_views(tmp_path):
     outcomes = store.sql("SELECT outcome, count(*) AS n FROM tide_detections GROUP BY 1")
     assert dict(outcomes.iter_rows()) == {"tp": 649, "fp": 85}
     assert store.sql("SELECT count(*) FILTER (WHERE used) AS n FROM tide_ground_truths").item() == 649
-    assert diagnosis.detections().filter(pl.col("outcome") == 1).collect().height == 649
+    assert diagnosis.dt_matches().filter(pl.col("outcome") == 1).collect().height == 649

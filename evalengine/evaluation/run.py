@@ -1,0 +1,26 @@
+"""What every evaluation of a stored run is: the store, the run, the protocol it was matched under and the folder of
+its match table (``dt`` / ``gt`` shard tables); each family's evaluation adds its metrics as queries over them."""
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from evalengine.store.layout import StoreLayout
+from evalengine.store.shards import scan_shards
+
+
+@dataclass(frozen=True)
+class MatchedRun:
+    layout: StoreLayout
+    run: str
+    protocol: object
+    matches_dir: object  # pathlib.Path or RemotePath
+    # what the files depend on (the temporary folder of a one-shot evaluation), kept as long as the evaluation
+    keep_alive: list = field(default_factory=list, repr=False, compare=False, kw_only=True)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False, kw_only=True)
+
+    def dt_matches(self) -> pl.LazyFrame:
+        return scan_shards(self.matches_dir / "dt")
+
+    def gt_matches(self) -> pl.LazyFrame:
+        return scan_shards(self.matches_dir / "gt")
