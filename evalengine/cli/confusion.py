@@ -29,10 +29,7 @@ def _cmd_confusion(args) -> str:
 
 def add_confusion(sub) -> None:
     parser = sub.add_parser("confusion", help="confusion matrix (classes + background) in the COCO matching convention")
-    parser.add_argument("store", nargs="?", default=None, help=f"a store: {options.STORE_HELP} (or --gt and --dt)")
-    parser.add_argument("--gt", default=None, help="COCO ground-truth JSON")
-    parser.add_argument("--dt", default=None, help="detections: COCO result JSON, JSON Lines or Parquet")
-    parser.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run (with STORE)")
+    options.store_or_files_args(parser)
     parser.add_argument("--iou", type=options.iou, default=0.5, help="IoU threshold of a match (default 0.5)")
     score = parser.add_mutually_exclusive_group()
     score.add_argument("--score", type=options.number, default=0.05,

@@ -23,10 +23,7 @@ def _cmd_tide(args) -> str:
 
 def add_tide(sub) -> None:
     tide = sub.add_parser("tide", help="TIDE error diagnosis (Bolya et al.): dAP of Cls, Loc, Both, Dupe, Bkg, Miss")
-    tide.add_argument("store", nargs="?", default=None, help=f"a store: {options.STORE_HELP} (or --gt and --dt)")
-    tide.add_argument("--gt", default=None, help="COCO ground-truth JSON")
-    tide.add_argument("--dt", default=None, help="detections: COCO result JSON, JSON Lines or Parquet")
-    tide.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run (with STORE)")
+    options.store_or_files_args(tide)
     tide.add_argument("--mode", choices=api.TIDE_MODES, default="tide",
                       help="tide: tidecv's matching, AP50 and averaging (default); coco: pycocotools' (its AP50)")
     tide.add_argument("--pos-threshold", type=options.iou, default=0.5, metavar="T",

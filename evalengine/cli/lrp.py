@@ -32,7 +32,6 @@ def _cmd_thresholds(args) -> str:
 
 
 def _lrp_args(parser) -> None:
-    parser.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run (with STORE)")
     parser.add_argument("--protocol", choices=["coco", "voc"], default="coco",
                         help="matching: pycocotools' (default) or the PASCAL devkit's (difficult objects ignored)")
     parser.add_argument("--strict", action="store_true",
@@ -46,10 +45,9 @@ def _lrp_args(parser) -> None:
 
 def add_lrp(sub) -> None:
     lrp = sub.add_parser("lrp", help="optimal LRP (Oksuz et al.) per category and size, as the official code")
-    lrp.add_argument("store", nargs="?", default=None, help=f"a store: {options.STORE_HELP} (or --gt and --dt)")
-    lrp.add_argument("--gt", default=None, help="COCO ground-truth JSON (voc: also an Annotations/ folder)")
-    lrp.add_argument("--dt", default=None,
-                     help="detections: COCO result JSON, JSON Lines or Parquet (voc: also a devkit results folder)")
+    options.store_or_files_args(
+        lrp, gt_help="COCO ground-truth JSON (voc: also an Annotations/ folder)",
+        dt_help="detections: COCO result JSON, JSON Lines or Parquet (voc: also a devkit results folder)")
     _lrp_args(lrp)
     lrp.add_argument("--search", choices=api.LRP_SEARCHES, default="rank",
                      help="rank: the official TPAMI'21 code (default); score: thresholds keep tied scores together; "
@@ -63,6 +61,7 @@ def add_thresholds(sub) -> None:
     thresholds = options.store_command(
         sub, "thresholds", "per-category score thresholds that minimise LRP or maximise F1", _cmd_thresholds)
     thresholds.set_defaults(gt=None, dt=None)
+    thresholds.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run")
     _lrp_args(thresholds)
     thresholds.add_argument("--criterion", choices=["lrp", "f1"], default="lrp",
                             help="lrp: least LRP (default); f1: greatest F1")

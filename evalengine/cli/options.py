@@ -20,6 +20,15 @@ def store_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
     return parser
 
 
+def store_or_files_args(parser: argparse.ArgumentParser, gt_help: str = "COCO ground-truth JSON",
+                        dt_help: str = "detections: COCO result JSON, JSON Lines or Parquet") -> None:
+    """``STORE`` (and ``--run``) or ``--gt`` and ``--dt`` files (evaluated in a temporary store)."""
+    parser.add_argument("store", nargs="?", default=None, help=f"a store: {STORE_HELP} (or --gt and --dt)")
+    parser.add_argument("--gt", default=None, help=gt_help)
+    parser.add_argument("--dt", default=None, help=dt_help)
+    parser.add_argument("--run", default=api.DEFAULT_RUN, help="the stored run (with STORE)")
+
+
 def check_store_or_files(args) -> None:
     """A command that reads a STORE or ``--gt``/``--dt`` files (a temporary store) is given exactly one of them."""
     if (args.store is None) == (args.gt is None or args.dt is None):
