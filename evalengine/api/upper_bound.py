@@ -35,6 +35,11 @@ class UpperBound:
     def run(self) -> str:
         return self.evaluation.run
 
+    @property
+    def store(self) -> Store:
+        """The store with the run added."""
+        return Store(self.evaluation.layout)
+
     def overall_accuracy(self) -> float:
         """Correct labels over labelled non-crowd annotations (NaN when there is none)."""
         n = self.accuracy.get_column("n_objects").sum()

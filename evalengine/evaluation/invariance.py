@@ -174,8 +174,8 @@ class Invariance:
     def objects(self, iou_threshold: float = 0.5) -> pl.DataFrame:
         """Each regular object of each tagged detection run's ground truth: ``store, model, perturbation, level, run,
         object_id, image_id, gt_id, category_id, detected, score, iou`` at ``iou_threshold`` (``object_id``: the
-        ground truth's ``source_ann_id`` where it has one, else ``gt_id``); an object paired across runs must keep its
-        class."""
+        ground truth's ``source_ann_id`` where it has one, else ``gt_id``), run by run, by image and id; an object
+        paired across runs must keep its class."""
         frames = []
         for run in (run for run in self.runs if run.kind == "detections"):
             evaluation = self.evaluation(run)
@@ -183,7 +183,8 @@ class Invariance:
             source = pl.col(SOURCE_ID) if SOURCE_ID in gt.collect_schema().names() else pl.col("gt_id")
             ids = gt.select("gt_id", source.cast(pl.Int64).alias("object_id"))
             outcomes = (object_outcomes(evaluation.dt_matches(), evaluation.gt_matches(), evaluation.protocol,
-                                        iou_threshold).join(ids, on="gt_id", how="left").collect())
+                                        iou_threshold).join(ids, on="gt_id", how="left").sort("image_id", "gt_id")
+                        .collect())
             twice = outcomes.filter(pl.col("object_id").is_duplicated()).get_column("object_id")
             if twice.len():
                 raise InputError(f"{run.layout.root}: object {twice[0]} ({SOURCE_ID}) is more than one annotation; "

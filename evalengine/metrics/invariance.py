@@ -27,8 +27,9 @@ def class_metrics(ap_table: pl.DataFrame, max_dets) -> pl.DataFrame:
             rows = rows.filter(pl.col("iou_threshold") == iou)
         frames.append(rows.group_by("category_id")
                       .agg(pl.col("ap").filter(pl.col("ap") > -1).mean().fill_null(-1.0).alias("value"))
-                      .select(pl.lit(metric).alias("metric"), pl.lit(area).alias("size"), "category_id", "value"))
-    return pl.concat(frames).sort("metric", "category_id", maintain_order=True)
+                      .select(pl.lit(metric).alias("metric"), pl.lit(area).alias("size"), "category_id", "value")
+                      .sort("category_id"))
+    return pl.concat(frames)
 
 
 def object_outcomes(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, protocol,
