@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from evalengine.api import Store
+from evalengine.api import Store, open as open_store
 from evalengine.evaluation.detection import Evaluation
 from evalengine.evaluation.report import coco_summary
 from evalengine.io.classifier import check_classifier_table, read_classifier_table, upper_bound_detections
@@ -59,12 +59,13 @@ def _accuracy(labelled: pl.DataFrame) -> pl.DataFrame:
             .sort("category_id"))
 
 
-def upper_bound(store: Store, classifier, run: str = UPPER_BOUND_RUN, unit_score: bool = False,
+def upper_bound(store, classifier, run: str = UPPER_BOUND_RUN, unit_score: bool = False,
                 allow_missing: bool = False, overwrite: bool = False, protocol=None, **schedule) -> UpperBound:
-    """Add the upper-bound run built from the ``classifier`` table (a path) to ``store`` as ``run`` (``overwrite``
-    replaces one of that name) and evaluate it under the COCO ``protocol`` (default: pycocotools'). ``unit_score``
-    scores every detection 1 (the paper's variant, which "lowers the UAP"); ``allow_missing`` accepts annotations
-    without a row (missed). The run is tagged ``upper_bound=classifier-score`` (or ``unit-score``)."""
+    """Add the upper-bound run built from the ``classifier`` table (a path) to ``store`` (a
+    :class:`~evalengine.api.Store` or a path) as ``run`` (``overwrite`` replaces one of that name) and evaluate it
+    under the COCO ``protocol`` (default: pycocotools'). ``unit_score`` scores every detection 1 (the paper's
+    variant, which "lowers the UAP"); ``allow_missing`` accepts annotations without a row (missed). The run is tagged ``upper_bound=classifier-score`` (or ``unit-score``)."""
+    store = store if isinstance(store, Store) else open_store(store)
     table = read_classifier_table(classifier)
     gt = store.gt().select("gt_id", "image_id", "category_id", "iscrowd", "gt_order", "x", "y", "w", "h").collect()
     labelled = check_classifier_table(table, gt, store.layout.category_ids(), classifier, allow_missing)

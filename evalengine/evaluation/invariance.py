@@ -180,8 +180,9 @@ class Invariance:
         for run in (run for run in self.runs if run.kind == "detections"):
             evaluation = self.evaluation(run)
             gt = run.layout.scan_gt()
-            source = pl.col(SOURCE_ID) if SOURCE_ID in gt.collect_schema().names() else pl.col("gt_id")
-            ids = gt.select("gt_id", source.cast(pl.Int64).alias("object_id"))
+            source = (pl.coalesce(pl.col(SOURCE_ID).cast(pl.Int64), "gt_id") if SOURCE_ID in gt.collect_schema().names()
+                      else pl.col("gt_id"))
+            ids = gt.select("gt_id", source.alias("object_id"))
             outcomes = (object_outcomes(evaluation.dt_matches(), evaluation.gt_matches(), evaluation.protocol,
                                         iou_threshold).join(ids, on="gt_id", how="left").sort("image_id", "gt_id")
                         .collect())
@@ -209,7 +210,7 @@ class Invariance:
         labels = {run.label for run in self.runs if run.kind == "detections"}
         if baseline not in labels:
             raise InputError(f"baseline perturbation {baseline!r} is not a tag of any detection run "
-                             f"(known: {', '.join(sorted(labels))})")
+                             f"(known: {', '.join(sorted(labels)) or 'none'})")
         objects = self.objects(iou_threshold).with_columns(LABEL.alias("label"))
         base = objects.filter(pl.col("label") == baseline).select("model", "object_id",
                                                                   pl.col("detected").alias("base"))
