@@ -64,7 +64,8 @@ def upper_bound(store, classifier, run: str = UPPER_BOUND_RUN, unit_score: bool 
     """Add the upper-bound run built from the ``classifier`` table (a path) to ``store`` (a
     :class:`~evalengine.api.Store` or a path) as ``run`` (``overwrite`` replaces one of that name) and evaluate it
     under the COCO ``protocol`` (default: pycocotools'). ``unit_score`` scores every detection 1 (the paper's
-    variant, which "lowers the UAP"); ``allow_missing`` accepts annotations without a row (missed). The run is tagged ``upper_bound=classifier-score`` (or ``unit-score``)."""
+    variant, which "lowers the UAP"); ``allow_missing`` accepts annotations without a row (missed). The run is
+    tagged ``upper_bound=classifier-score`` (or ``unit-score``)."""
     store = store if isinstance(store, Store) else open_store(store)
     table = read_classifier_table(classifier)
     gt = store.gt().select("gt_id", "image_id", "category_id", "iscrowd", "gt_order", "x", "y", "w", "h").collect()
