@@ -1,4 +1,4 @@
-"""``evalengine upper-bound``, ``add-run --tag`` and ``evalengine invariance``: printed tables, JSON, one-line errors."""
+"""``evalengine upper-bound``, ``add-run --tag`` and ``evalengine invariance``: tables, JSON, one-line errors."""
 
 import json
 

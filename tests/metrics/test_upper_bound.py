@@ -15,6 +15,7 @@ from tests.reference import pycocotools_eval
 
 # thresholds beyond COCO's: a loose one, one near 1 and 1 itself (pycocotools compares with min(τ, 1 − 1e-10))
 TAUS = (0.05, *COCO_IOU_THRESHOLDS, 0.99, 1.0)
+VOC = VocProtocol(iou_thresholds=(0.05, 0.5, 0.9, 1.0))
 AREAS = (("all", 0, 1e10), ("small", 0, 1024), ("medium", 1024, 9216), ("large", 9216, 1e10), ("tiny", 0, 100))
 
 
@@ -44,7 +45,8 @@ def random_scores(rng, n: int) -> list:
 @pytest.mark.parametrize("seed", range(8))
 def test_true_labels_give_ap_1_at_every_threshold_size_and_interpolation(tmp_path, seed):
     """T6: GT boxes, their true labels and random scores: AP = 1 for every τ, area range and COCO / VOC07 / VOC12
-    interpolation (every class with ground truth there, 100 detections per image; pycocotools' eps makes 1 − 1e-16)."""
+    interpolation (every class with ground truth there, 100 detections per image; pycocotools' eps makes
+    1 − 1e-16)."""
     rng = np.random.default_rng(seed)
     gt = {}
     while not gt.get("annotations"):
@@ -60,7 +62,7 @@ def test_true_labels_give_ap_1_at_every_threshold_size_and_interpolation(tmp_pat
     np.testing.assert_allclose(table.get_column("recall").to_numpy(), 1, rtol=0, atol=0)
     assert result.overall_accuracy() == 1
     for metric in ("voc07", "voc12"):
-        voc = evaluate_store_voc(result.store, VocProtocol(iou_thresholds=(0.05, 0.5, 0.9, 1.0)), run="uap", metric=metric)
+        voc = evaluate_store_voc(result.store, VOC, run="uap", metric=metric)
         aps = voc.per_class(metric).filter(pl.col("ap") > -1).get_column("ap").to_numpy()
         assert aps.size, metric
         np.testing.assert_allclose(aps, 1, rtol=0, atol=1e-12, err_msg=metric)  # VOC07: eleven 1s summed, / 11
@@ -97,7 +99,7 @@ def test_permuted_labels_on_disjoint_boxes_give_the_same_ap_at_every_threshold(t
     assert spread.get_column("n").to_list() == [1] * spread.height
     assert spread.filter(pl.col("ap") > -1).get_column("ap").min() < 1
     for metric in ("voc07", "voc12"):
-        voc = evaluate_store_voc(result.store, VocProtocol(iou_thresholds=(0.05, 0.5, 0.9, 1.0)), run="uap", metric=metric)
+        voc = evaluate_store_voc(result.store, VOC, run="uap", metric=metric)
         per_class = voc.per_class(metric).group_by("category_id").agg(pl.col("ap").n_unique().alias("n"))
         assert per_class.get_column("n").to_list() == [1] * per_class.height, metric
 
