@@ -62,6 +62,8 @@ RUNS = {
     "kind": pl.String,
     "source": pl.String,
     "n_detections": pl.Int64,
+    # KEY=VALUE labels of the run (its model, perturbation, …; see evalengine.store.tags), sorted by key
+    "tags": pl.List(pl.Struct({"key": pl.String, "value": pl.String})),
 }
 
 # a proposal as read: 1-based position in the source, the score and category if given (null otherwise; the
