@@ -1,0 +1,83 @@
+"""Differential test: COCO analyze equals a transcription of MATLAB ``CocoEval.analyze`` on pycocotools
+(``analyze_reference.py``) — every curve's 101 precisions per category and area range, the APs per category,
+supercategory and overall — on the bundled val2014 sample and on 120 random datasets.
+
+The random datasets are ``random_coco``'s (ties, crowd, the ``ignore`` field, empty images, categories without ground
+truth, > 100 detections in an image-category, boundary areas) with two supercategories drawn per dataset, objects of
+another category laid over some objects (some crowd: Sim and Oth then ignore detections there), and a category with
+detections but no ground truth."""
+
+import json
+
+import numpy as np
+import pytest
+
+from evalengine import api
+from evalengine.match.analyze import CURVES
+from tests.conftest import PACKAGE_DATA
+from tests.generators import random_coco
+from tests.helpers import write_inputs
+from tests.metrics.analyze_reference import CURVES as MATLAB_CURVES
+from tests.metrics.analyze_reference import matlab_analyze
+
+DATASETS = 120
+BATCHES = 6
+
+
+def _dataset(seed: int):
+    gt, dt = random_coco(seed)
+    rng = np.random.default_rng(50_000 + seed)
+    cats = [c["id"] for c in gt["categories"]]
+    for category in gt["categories"]:
+        category["supercategory"] = f"s{int(rng.integers(0, 2))}"
+    next_id = max((a["id"] for a in gt["annotations"]), default=0) + 1
+    for ann in list(gt["annotations"]):
+        if len(cats) > 1 and rng.random() < 0.3:  # an object of another category on the same box, or nearly
+            x, y, w, h = ann["bbox"]
+            dx, dy = rng.normal(0, 0.1 * max(w, 1), 2) * (rng.random() < 0.5)
+            gt["annotations"].append(dict(ann, id=next_id, category_id=int(rng.choice([c for c in cats
+                                                                                      if c != ann["category_id"]])),
+                                          bbox=[x + dx, y + dy, w, h], iscrowd=int(rng.random() < 0.2)))
+            next_id += 1
+    if rng.random() < 0.5:  # detections of a category without ground truth
+        gt["categories"].append({"id": 99, "name": "detected only", "supercategory": "s0"})
+        dt += [dict(d, category_id=99, score=round(float(rng.random()), 2)) for d in dt[:3]]
+    return gt, dt
+
+
+def _assert_equal(result, cat_ids, ps, where: str):
+    """Every precision (ps is MATLAB's [curve, R, K, A]) and every AP, to 1e-12."""
+    assert list(CURVES) == list(MATLAB_CURVES)
+    assert result.categories.get_column("category_id").to_list() == cat_ids, where
+    want = np.transpose(ps, (2, 3, 0, 1))  # [K, A, curve, R]
+    np.testing.assert_allclose(result.precision, want, rtol=0, atol=1e-12, err_msg=where)
+    per_category = result.ap_frame("category")
+    np.testing.assert_allclose(per_category.select(CURVES).to_numpy().reshape(want.shape[:3]), want.mean(axis=-1),
+                               rtol=0, atol=1e-12, err_msg=where)
+    overall = result.ap_frame("overall").select(CURVES).to_numpy()  # [A, curve]: MATLAB's mean(mean(ps, 3), 2)
+    np.testing.assert_allclose(overall, ps.mean(axis=2).mean(axis=1).T, rtol=0, atol=1e-12, err_msg=where)
+    names = np.array([result.categories.get_column("supercategory").to_list()])[0]
+    for row in result.ap_frame("supercategory").iter_rows(named=True):
+        a = list(result.area_ranges).index(row["area_range"])
+        members = ps[:, :, names == row["supercategory"], a].mean(axis=2).mean(axis=1)
+        np.testing.assert_allclose([row[c] for c in CURVES], members, rtol=0, atol=1e-12, err_msg=where)
+
+
+def test_bundled_sample_equals_matlab_analyze():
+    gt_path, dt_path = PACKAGE_DATA / "instances_val2014_100.json", PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
+    cat_ids, ps = matlab_analyze(json.loads(gt_path.read_text()), json.loads(dt_path.read_text()))
+    result = api.analyze((gt_path, dt_path), n_shards=3).result
+    _assert_equal(result, cat_ids, ps, "val2014 sample")
+    overall = result.ap_frame("overall").row(0, named=True)  # area all
+    assert [round(overall[c], 3) for c in CURVES] == [0.501, 0.61, 0.613, 0.624, 0.677, 0.677, 1.0]
+
+
+@pytest.mark.parametrize("batch", range(BATCHES))
+def test_random_datasets_equal_matlab_analyze(tmp_path, batch):
+    for seed in range(batch * DATASETS // BATCHES, (batch + 1) * DATASETS // BATCHES):
+        gt, dt = _dataset(seed)
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        paths = write_inputs(folder, gt, dt)
+        cat_ids, ps = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()))
+        _assert_equal(api.analyze(paths, n_shards=1 + seed % 3).result, cat_ids, ps, f"seed {seed}")
