@@ -330,4 +330,4 @@ from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, 
 from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, tide, tide_summary  # noqa: E402
 from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402
 from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzeProtocol, AnalyzeResult,  # noqa: E402
-                                     analyze, analyze_table)
+                                     analyze, analyze_scope, analyze_table)

@@ -141,8 +141,11 @@ def _confusion_runs(gt: pl.DataFrame, ranked: pl.DataFrame, supercategories: dic
     gt = gt.sort("image_id", "category_id", "gt_order")  # MATLAB's CocoApi order
     codes = {name: i for i, name in enumerate(sorted(set(supercategories.values())))}
     to_code = {category: codes[name] for category, name in supercategories.items()}
-    code = lambda frame: column_array(frame.select(pl.col("category_id").replace_strict(  # noqa: E731
-        to_code, return_dtype=pl.Int64)), "category_id")
+
+    def code(frame: pl.DataFrame) -> np.ndarray:
+        return column_array(frame.select(pl.col("category_id").replace_strict(to_code, return_dtype=pl.Int64)),
+                            "category_id")
+
     gt_image, gt_category, gt_code = column_array(gt, "image_id"), column_array(gt, "category_id"), code(gt)
     starts = np.flatnonzero(column_array(ranked, "dt_rank") == 0)
     dt_start = starts.astype(np.int64)
@@ -151,6 +154,7 @@ def _confusion_runs(gt: pl.DataFrame, ranked: pl.DataFrame, supercategories: dic
     group_code = code(ranked)[starts]
     lo, hi = np.searchsorted(gt_image, group_image, "left"), np.searchsorted(gt_image, group_image, "right")
     flagged = ignore_flags(gt, True)
+    gt = gt.select("gt_id", "x", "y", "w", "h", "area", "iscrowd")  # what matching reads, gathered per group
     dt_area = column_array(ranked, "area", np.float64)
     outcomes = []
     for same_only in (True, False):
@@ -167,7 +171,8 @@ def _confusion_runs(gt: pl.DataFrame, ranked: pl.DataFrame, supercategories: dic
 
 def analyze_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, supercategories: dict,
                   protocol: AnalyzeProtocol) -> tuple:
-    """``(dt rows, gt rows)`` of one shard (schemas :func:`evalengine.schema.analyze_dt_schema`, ``analyze_gt_schema``)."""
+    """``(dt rows, gt rows)`` of one shard (schemas :func:`evalengine.schema.analyze_dt_schema` and
+    ``analyze_gt_schema``)."""
     coco = protocol.coco
     dt_matches, gt_matches = match_shard(gt, dt, category_ids, coco)
     ranked = prepare_dt(dt, category_ids, coco)  # the rows of dt_matches, in its order

@@ -17,6 +17,7 @@ range; pycocotools' ``_prepare`` overwrites ``ignore`` with ``iscrowd``, which :
 import numpy as np
 from pycocotools.cocoeval import COCOeval
 
+from tests.generators import random_coco
 from tests.reference import pycocotools_eval
 
 CURVES = ("C75", "C50", "Loc", "Sim", "Oth", "BG", "FN")
@@ -62,3 +63,27 @@ def matlab_analyze(gt: dict, dt: list, area_ranges=None) -> tuple:
     ps[5] = ps[4] > 0
     ps[6] = 1
     return cat_ids, ps
+
+
+def random_dataset(seed: int) -> tuple:
+    """``random_coco(seed)`` with two supercategories drawn, objects of another category laid on some objects (the
+    same box or nearly, some crowd: Sim and Oth ignore detections there) and, half the time, a category with
+    detections but no ground truth."""
+    gt, dt = random_coco(seed)
+    rng = np.random.default_rng(50_000 + seed)
+    cats = [c["id"] for c in gt["categories"]]
+    for category in gt["categories"]:
+        category["supercategory"] = f"s{int(rng.integers(0, 2))}"
+    next_id = max((a["id"] for a in gt["annotations"]), default=0) + 1
+    for ann in list(gt["annotations"]):
+        if len(cats) > 1 and rng.random() < 0.3:  # an object of another category on the same box, or nearly
+            x, y, w, h = ann["bbox"]
+            dx, dy = rng.normal(0, 0.1 * max(w, 1), 2) * (rng.random() < 0.5)
+            gt["annotations"].append(dict(ann, id=next_id, category_id=int(rng.choice([c for c in cats
+                                                                                      if c != ann["category_id"]])),
+                                          bbox=[x + dx, y + dy, w, h], iscrowd=int(rng.random() < 0.2)))
+            next_id += 1
+    if rng.random() < 0.5:  # detections of a category without ground truth
+        gt["categories"].append({"id": 99, "name": "detected only", "supercategory": "s0"})
+        dt += [dict(d, category_id=99, score=round(float(rng.random()), 2)) for d in dt[:3]]
+    return gt, dt

@@ -2,10 +2,9 @@
 (``analyze_reference.py``) — every curve's 101 precisions per category and area range, the APs per category,
 supercategory and overall — on the bundled val2014 sample and on 120 random datasets.
 
-The random datasets are ``random_coco``'s (ties, crowd, the ``ignore`` field, empty images, categories without ground
-truth, > 100 detections in an image-category, boundary areas) with two supercategories drawn per dataset, objects of
-another category laid over some objects (some crowd: Sim and Oth then ignore detections there), and a category with
-detections but no ground truth."""
+The random datasets are :func:`~tests.metrics.analyze_reference.random_dataset`'s: ``random_coco`` (ties, crowd, the
+``ignore`` field, empty images, categories without ground truth, > 100 detections in an image-category, boundary
+areas) with supercategories, objects of other categories on the same boxes, a category detected but never annotated."""
 
 import json
 
@@ -15,34 +14,12 @@ import pytest
 from evalengine import api
 from evalengine.match.analyze import CURVES
 from tests.conftest import PACKAGE_DATA
-from tests.generators import random_coco
 from tests.helpers import write_inputs
 from tests.metrics.analyze_reference import CURVES as MATLAB_CURVES
-from tests.metrics.analyze_reference import matlab_analyze
+from tests.metrics.analyze_reference import matlab_analyze, random_dataset
 
 DATASETS = 120
 BATCHES = 6
-
-
-def _dataset(seed: int):
-    gt, dt = random_coco(seed)
-    rng = np.random.default_rng(50_000 + seed)
-    cats = [c["id"] for c in gt["categories"]]
-    for category in gt["categories"]:
-        category["supercategory"] = f"s{int(rng.integers(0, 2))}"
-    next_id = max((a["id"] for a in gt["annotations"]), default=0) + 1
-    for ann in list(gt["annotations"]):
-        if len(cats) > 1 and rng.random() < 0.3:  # an object of another category on the same box, or nearly
-            x, y, w, h = ann["bbox"]
-            dx, dy = rng.normal(0, 0.1 * max(w, 1), 2) * (rng.random() < 0.5)
-            gt["annotations"].append(dict(ann, id=next_id, category_id=int(rng.choice([c for c in cats
-                                                                                      if c != ann["category_id"]])),
-                                          bbox=[x + dx, y + dy, w, h], iscrowd=int(rng.random() < 0.2)))
-            next_id += 1
-    if rng.random() < 0.5:  # detections of a category without ground truth
-        gt["categories"].append({"id": 99, "name": "detected only", "supercategory": "s0"})
-        dt += [dict(d, category_id=99, score=round(float(rng.random()), 2)) for d in dt[:3]]
-    return gt, dt
 
 
 def _assert_equal(result, cat_ids, ps, where: str):
@@ -64,7 +41,8 @@ def _assert_equal(result, cat_ids, ps, where: str):
 
 
 def test_bundled_sample_equals_matlab_analyze():
-    gt_path, dt_path = PACKAGE_DATA / "instances_val2014_100.json", PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
+    gt_path = PACKAGE_DATA / "instances_val2014_100.json"
+    dt_path = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
     cat_ids, ps = matlab_analyze(json.loads(gt_path.read_text()), json.loads(dt_path.read_text()))
     result = api.analyze((gt_path, dt_path), n_shards=3).result
     _assert_equal(result, cat_ids, ps, "val2014 sample")
@@ -75,7 +53,7 @@ def test_bundled_sample_equals_matlab_analyze():
 @pytest.mark.parametrize("batch", range(BATCHES))
 def test_random_datasets_equal_matlab_analyze(tmp_path, batch):
     for seed in range(batch * DATASETS // BATCHES, (batch + 1) * DATASETS // BATCHES):
-        gt, dt = _dataset(seed)
+        gt, dt = random_dataset(seed)
         folder = tmp_path / str(seed)
         folder.mkdir()
         paths = write_inputs(folder, gt, dt)

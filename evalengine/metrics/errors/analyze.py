@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import check_option
-from evalengine.match.analyze import CURVES, MATCHED
+from evalengine.match.analyze import CURVES, MATCHED, MAX_DETS
 from evalengine.metrics.ap import accumulate
 
 SCOPES = ("overall", "supercategory", "category")
@@ -78,8 +78,8 @@ class AnalyzeResult:
         return pl.concat([keys[s], frame], how="horizontal") if keys.width else frame
 
     def as_dict(self) -> dict:
-        """``{"curves", "area_ranges", "overall": {area: {curve: ap}}, "per_supercategory": {name: {area: {curve:
-        ap}}}, "per_category": {id: {"name", "supercategory", "ap": {area: {curve: ap}}}}}``."""
+        """``{"curves", "area_ranges", "max_dets", "overall": {area: {curve: ap}}, "per_supercategory": {name: {area:
+        {curve: ap}}}, "per_category": {id: {"name", "supercategory", "ap": {area: {curve: ap}}}}}``."""
         def by_area(rows) -> dict:
             return {row["area_range"]: {curve: row[curve] for curve in CURVES} for row in rows}
 
@@ -91,7 +91,7 @@ class AnalyzeResult:
             entry = per_category.setdefault(str(row["category_id"]), {"name": row["name"],
                                                                       "supercategory": row["supercategory"], "ap": []})
             entry["ap"].append(row)
-        return {"curves": list(CURVES), "area_ranges": list(self.area_ranges),
+        return {"curves": list(CURVES), "area_ranges": list(self.area_ranges), "max_dets": MAX_DETS,
                 "overall": by_area(self.ap_frame("overall").iter_rows(named=True)),
                 "per_supercategory": {name: by_area(rows) for name, rows in per_supercategory.items()},
                 "per_category": {key: dict(entry, ap=by_area(entry["ap"])) for key, entry in per_category.items()}}
