@@ -40,12 +40,13 @@ def _precision(gt: dict, dt: list, **params) -> np.ndarray:
     return ev.eval["precision"][..., 0]
 
 
-def matlab_analyze(gt: dict, dt: list, area_ranges=None) -> tuple:
+def matlab_analyze(gt: dict, dt: list, area_ranges=None, recall_thresholds=None) -> tuple:
     """``(category ids, ps)``: MATLAB's ``ps`` [7 curves, R, K, A] (curves in :data:`CURVES` order), categories in
     id order (MATLAB's ``evaluate`` sorts them; its loop pairs them with ``getCatIds()``, the file order)."""
     cat_ids = sorted(c["id"] for c in gt["categories"])
     supercategory = {c["id"]: c["supercategory"] for c in gt["categories"]}
-    class_wise = _precision(gt, dt, iou_thresholds=[0.75, 0.5, 0.1], area_ranges=area_ranges)
+    params = {"area_ranges": area_ranges, "recall_thresholds": recall_thresholds}  # MATLAB's analyze keeps params'
+    class_wise = _precision(gt, dt, iou_thresholds=[0.75, 0.5, 0.1], **params)
     ps = np.zeros((7, *class_wise.shape[1:]))
     ps[:3] = class_wise
     for k, cat in enumerate(cat_ids):
@@ -56,7 +57,7 @@ def matlab_analyze(gt: dict, dt: list, area_ranges=None) -> tuple:
                     for a in gt["annotations"] if a["category_id"] in kept]
             if mine:
                 ps[row, :, k, :] = _precision(dict(gt, annotations=anns), mine, use_cats=False, iou_thresholds=[0.1],
-                                              area_ranges=area_ranges)[0, :, 0, :]
+                                              **params)[0, :, 0, :]
             # else: no detection, precision 0 (-1 without regular ground truth, 0 below); pycocotools' loadRes
             # cannot load an empty result list
     ps[ps == -1] = 0

@@ -59,3 +59,18 @@ def test_random_datasets_equal_matlab_analyze(tmp_path, batch):
         paths = write_inputs(folder, gt, dt)
         cat_ids, ps = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()))
         _assert_equal(api.analyze(paths, n_shards=1 + seed % 3).result, cat_ids, ps, f"seed {seed}")
+
+
+def test_other_area_ranges_and_recall_thresholds_equal_matlab_analyze(tmp_path):
+    """``analyze`` keeps ``params.areaRng`` and ``params.recThrs``; so does the protocol (its table has its own key)."""
+    protocol = api.AnalyzeProtocol(area_ranges=(("all", 0, 1e10), ("tiny", 0, 400), ("big", 400, 1e10)),
+                                   recall_thresholds=(0.0, 0.25, 0.5, 0.75, 1.0))
+    assert protocol.match_key() != "analyze" == api.AnalyzeProtocol().match_key()
+    for seed in range(200, 210):
+        gt, dt = random_dataset(seed)
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        cat_ids, ps = matlab_analyze(gt, dt, protocol.area_ranges, protocol.recall_thresholds)
+        result = api.analyze(write_inputs(folder, gt, dt), protocol=protocol).result
+        assert result.precision.shape[1:] == (3, 7, 5)
+        _assert_equal(result, cat_ids, ps, f"seed {seed}")

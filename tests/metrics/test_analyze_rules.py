@@ -109,3 +109,12 @@ def test_a_category_without_supercategory_is_refused(tmp_path, supercategory):
     gt_path, dt_path = write_inputs(tmp_path, gt, coco_dt([[0, 0, 10, 10]], [0.9]))
     with pytest.raises(InputError, match=r"gt\.json: category 7 \('c7'\) has no supercategory: COCO analyze's Sim"):
         api.analyze((gt_path, dt_path))
+
+
+def test_the_coco_protocol_honours_the_ignore_field_only_when_asked():
+    """``CocoProtocol.ignore_flag`` (MATLAB's rule) is recorded only when set: stored default tables keep their key."""
+    from evalengine.match.coco import CocoProtocol
+
+    assert CocoProtocol().match_key() == "coco" and "ignore_flag" not in CocoProtocol().match_params()
+    assert CocoProtocol(ignore_flag=True).match_params()["ignore_flag"] is True
+    assert CocoProtocol(ignore_flag=True).match_key() != "coco"
