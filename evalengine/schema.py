@@ -157,6 +157,20 @@ def gt_matches_schema(n_areas: int) -> dict:
         "matched_bits": pl.Array(pl.UInt64, n_areas),
     }
 
+def analyze_dt_schema(n_areas: int) -> dict:
+    """COCO analyze (:mod:`evalengine.match.analyze`): one row per evaluated detection; ``tp_bits[a]`` /
+    ``ignored_bits[a]`` hold bit ``t`` set when it is a true positive / ignored in the evaluation of curve ``t``
+    (``MATCHED``: Loc, C50, C75, Sim, Oth) in area range ``a``; neither is a false positive."""
+    kept = ("image_id", "category_id", "det_id", "score", "dt_rank", "tp_bits", "ignored_bits")
+    return {name: dtype for name, dtype in dt_matches_schema(n_areas, 1).items() if name in kept}
+
+
+def analyze_gt_schema() -> dict:
+    """One row per ground truth of an evaluated category; ``ignored_bits`` bit ``a``: ignored in area range ``a`` by
+    MATLAB's rule (crowd, ``ignore`` set, or area outside)."""
+    return {name: dtype for name, dtype in gt_matches_schema(1).items() if name != "matched_bits"}
+
+
 # candidate pairs (:mod:`evalengine.match.pairs`): every (detection, ground truth) pair of any classes in an image
 # with box IoU >= the protocol's ``min_iou`` (crowd: intersection over the detection's area, as pycocotools)
 PAIRS = {

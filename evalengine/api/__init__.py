@@ -334,3 +334,5 @@ from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, t
 from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402
 from evalengine.api.upper_bound import UPPER_BOUND_RUN, UpperBound, upper_bound, upper_bound_output  # noqa: E402
 from evalengine.api.invariance import INVARIANCE_METRICS, Invariance, invariance, invariance_output  # noqa: E402
+from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzeProtocol, AnalyzeResult,  # noqa: E402
+                                     analyze, analyze_scope, analyze_table)

@@ -62,6 +62,12 @@ def _cmd_plot(args) -> str:
         names = dict(store.categories().select("category_id", "name").collect().iter_rows())
         draw = plots.lrp_curves if args.kind == "lrp" else plots.pr_operating_points
         figure = draw(points, names, args.categories)
+    elif args.kind == "analyze":
+        if args.categories and (len(args.categories) > 1 or args.supercategory is not None):
+            raise EvalEngineError("plot analyze: one category (--categories ID) or one --supercategory, not more")
+        result = api.analyze(store, run=runs[0]).result
+        rows, name = api.analyze_scope(result, args.categories[0] if args.categories else None, args.supercategory)
+        figure = plots.analyze_pr(rows, name)
     elif args.kind == "ap-by-size":
         figure = plots.ap_by_size({run: store.evaluate(protocol, run=run).summary() for run in runs})
     else:
@@ -117,13 +123,16 @@ def _out_args(parser, help: str, required: bool) -> None:
 def add_plot(sub) -> None:
     plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
                                  "differences, LRP and its components against the score threshold, precision-recall "
-                                 "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves",
-                                 _cmd_plot)
+                                 "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, "
+                                 "COCO analyze's stacked PR areas", _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "lrp", "pr-optimal",
-                                       "proposal-recall-iou", "ar-budget"])
+                                       "proposal-recall-iou", "ar-budget", "analyze"])
     _out_args(plot, "image file (.png, .pdf, .svg), outside the store", required=True)
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
-    plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr, lrp, pr-optimal: one curve per category id")
+    plot.add_argument("--categories", type=int, nargs="+", default=None,
+                      help="pr, lrp, pr-optimal: one curve per category id; analyze: the category drawn")
+    plot.add_argument("--supercategory", default=None, help="analyze: the mean over this supercategory's categories "
+                                                           "(default: over all categories)")
     plot.add_argument("--iou", type=float, default=0.5,
                       help="pr with --categories, lrp, pr-optimal: the IoU threshold (one of the protocol's)")
     plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")

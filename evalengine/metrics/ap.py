@@ -229,6 +229,10 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
                image_ids=None) -> Accumulation:
     """pycocotools ``accumulate`` over a match table, a batch of categories at a time.
 
+    ``protocol`` gives ``area_ranges``, ``max_dets``, ``recall_thresholds``, ``use_cats`` and ``iou_thresholds``, one
+    per bit of the table's ``tp_bits`` / ``ignored_bits``: a :class:`CocoProtocol`, or another protocol whose table
+    holds one evaluation per bit (:class:`~evalengine.match.analyze.AnalyzeProtocol`).
+
     ``image_ids`` restricts it to those images: pycocotools matches every image on its own, so this equals
     a run with ``params.imgIds`` set to them, without matching again. ``category_ids`` plays the part of
     ``params.catIds``.

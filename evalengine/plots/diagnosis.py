@@ -1,5 +1,9 @@
-"""Error-diagnosis figures: TIDE's error bars."""
+"""Error-diagnosis figures: TIDE's error bars, COCO analyze's stacked precision-recall areas."""
 
+import polars as pl
+
+from evalengine.match.analyze import CURVES
+from evalengine.metrics.errors.analyze import legend_ap
 from evalengine.plots.figure import pyplot
 
 
@@ -20,3 +24,35 @@ def tide_errors(results: dict):
     fig.tight_layout()
     return fig
 
+
+
+# MATLAB analyze's colours (makeplot's cs), curve by curve: C75 and C50 white, then Loc, Sim, Oth, BG, FN
+ANALYZE_COLOURS = ((1, 1, 1), (1, 1, 1), (.31, .51, .74), (.75, .31, .30), (.36, .90, .38), (.50, .39, .64),
+                   (1, .6, 0))
+
+
+def analyze_pr(precision: pl.DataFrame, title: str = "overall"):
+    """COCO analyze's stacked-area precision-recall figure (MATLAB ``makeplot``), one panel per area range of
+    ``precision`` (``area_range, curve, recall_threshold, precision`` rows of one category, supercategory or the
+    overall mean, :meth:`~evalengine.metrics.errors.analyze.AnalyzeResult.precision_frame`): each curve's band fills
+    the space above the previous curve, black edges, legend ``[.xxx] C75`` (the curve's AP as MATLAB rounds it)."""
+    plt = pyplot()
+    areas = precision.get_column("area_range").unique(maintain_order=True).to_list()
+    columns = min(len(areas), 2)
+    rows = -(-len(areas) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.5 * rows), squeeze=False)
+    for ax, area in zip(axes.flat, areas):
+        below = None
+        for curve, colour in zip(CURVES, ANALYZE_COLOURS):
+            points = precision.filter((pl.col("area_range") == area) & (pl.col("curve") == curve)).sort(
+                "recall_threshold")
+            recall, values = points.get_column("recall_threshold").to_numpy(), points.get_column("precision").to_numpy()
+            ax.fill_between(recall, 0 if below is None else below, values, facecolor=colour, edgecolor="black",
+                            linewidth=0.6, label=f"[{legend_ap(float(values.mean()))}] {curve}")
+            below = values
+        ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1), title=f"{title}-{area}")
+        ax.legend(loc="lower left", fontsize="small")
+    for ax in list(axes.flat)[len(areas):]:
+        ax.set_axis_off()
+    fig.tight_layout()
+    return fig
