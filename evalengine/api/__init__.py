@@ -329,3 +329,5 @@ from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, 
                                 evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
 from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, tide, tide_summary  # noqa: E402
 from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402
+from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
+                                  BorjiProtocol, borji, borji_summary)

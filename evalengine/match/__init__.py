@@ -4,6 +4,7 @@ Similarity comes from :mod:`evalengine.geometry`; the assignment kernels (``gree
 detection score; ``greedy_iou``: Hosang's greedy by largest IoU) are shared by the protocols that need them.
 """
 
+from evalengine.match.borji import BorjiProtocol
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.pairs import PairsProtocol
 from evalengine.match.proposals import ProposalProtocol
@@ -12,4 +13,5 @@ from evalengine.match.tide import TideProtocol
 from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
-PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol)
+PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
+             BorjiProtocol)
