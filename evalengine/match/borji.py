@@ -97,7 +97,8 @@ class BorjiProtocol(Protocol):
         paths = layout.paths
         runs = layout.read("runs").filter(pl.col("run") == run)
         context = {"category_ids": layout.category_ids(), "miss_id_base": int(runs.get_column("n_detections")[0]) + 1}
-        return [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)], context
+        inputs = [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)]
+        return inputs, context
 
     def match_shard(self, tables: dict, context: dict) -> dict:
         return dict(zip(self.sides, borji_shard(tables["gt"], tables["dt"], context, self)))
