@@ -16,7 +16,6 @@ from evalengine.store.layout import StoreLayout
 from evalengine.store.shards import scan_shards
 
 
-
 @dataclass(frozen=True)
 class BorjiEvaluation(MatchedRun):
     """A run diagnosed: ``dt_matches()`` / ``gt_matches()`` are the label tables (:data:`evalengine.schema.BORJI_DT`,

@@ -69,7 +69,6 @@ class BorjiProtocol(Protocol):
     coco: CocoProtocol = field(default_factory=CocoProtocol)
     name: ClassVar[str] = "borji"
     sides: ClassVar[tuple] = ("dt", "gt", "stage_dt", "stage_gt")
-    tie_order: ClassVar[tuple] = CocoProtocol.tie_order
 
     def __post_init__(self):
         check_option("variant", self.variant, VARIANTS)
@@ -221,6 +220,11 @@ def diagnose_groups(groups, dt_box, gt_box, gt_crowd, notebook, gt_major, t_bg, 
     return label, target, iou_max, snap, match, gt_match
 
 
+def _ids(ids: np.ndarray, rows: np.ndarray) -> pl.Series:
+    """``ids`` at ``rows``, null where a row is −1."""
+    return pl.Series(ids[np.maximum(rows, 0)] if len(ids) else rows).set(pl.Series(rows < 0), None)
+
+
 def _boxes(frame: pl.DataFrame, boxes: np.ndarray) -> pl.DataFrame:
     """``frame`` with these boxes, and their area ``w·h`` (pycocotools ``loadRes``)."""
     return frame.with_columns(**{c: pl.Series(boxes[:, i]) for i, c in enumerate("xywh")},
@@ -247,19 +251,16 @@ def borji_shard(gt: pl.DataFrame, dt: pl.DataFrame, context: dict, protocol: Bor
     dt_rows = pl.DataFrame({
         **{c: dt.get_column(c) for c in ("image_id", "category_id", "det_id", "score")},
         "label": label,
-        "target_gt_id": pl.Series(gt_ids[safe] if targets.height else target).set(pl.Series(target < 0), None),
-        "matched_gt_id": pl.Series(gt_ids[np.maximum(match, 0)] if targets.height else match).set(
-            pl.Series(match < 0), None),
+        "target_gt_id": _ids(gt_ids, target),
+        "matched_gt_id": _ids(gt_ids, match),
         "iou_max": iou_max,
         "area": np.where(own_area, column_array(dt, "area", np.float64), gt_area[safe] if targets.height else 0.0),
     }, schema=schema.BORJI_DT)
     gt_label = np.where(crowd, GT_IGNORED, np.where(gt_match >= 0, MATCHED, MISS)).astype(np.int8)
-    det_ids = column_array(dt, "det_id")
     gt_rows = pl.DataFrame({
         **{c: targets.get_column(c) for c in ("image_id", "category_id", "gt_id", "area")},
         "label": gt_label,
-        "matched_det_id": pl.Series(det_ids[np.maximum(gt_match, 0)] if dt.height else gt_match).set(
-            pl.Series(gt_match < 0), None),
+        "matched_det_id": _ids(column_array(dt, "det_id"), gt_match),
     }, schema=schema.BORJI_GT)
     stage_dt, stage_gt = [], []
     for code, stage in enumerate(_stages(dt, dt_box, gt_box, targets, label, snap, match, gt_label,
@@ -281,7 +282,7 @@ def _stages(dt, dt_box, gt_box, targets, label, snap, match, gt_label, miss_id_b
     missed = targets.filter(pl.Series(gt_label == MISS))
     misses = _boxes(missed.select(
         (pl.col("gt_order") + miss_id_base).alias("det_id"), "image_id", "category_id", pl.lit(1.0).alias("score"),
-        "x", "y", "w", "h", "area"), xywh(missed)).cast(schema.DT)
-    snapped = _boxes(dt, box_3)
-    return [dt, dt.filter(kept_1), _boxes(dt, box_2).filter(kept_1), _boxes(dt, box_2).filter(kept_3),
+        "x", "y", "w", "h"), xywh(missed)).cast(schema.DT)
+    moved, snapped = _boxes(dt, box_2), _boxes(dt, box_3)
+    return [dt, dt.filter(kept_1), moved.filter(kept_1), moved.filter(kept_3),
             pl.concat([snapped.filter(matched), misses]), snapped.filter(kept_3)]

@@ -52,22 +52,20 @@ def stage_table(summary: pl.DataFrame, metrics=("AP", "AP50")) -> pl.DataFrame:
 
 def error_counts(dt_labels: pl.LazyFrame, gt_labels: pl.LazyFrame, area_ranges) -> pl.DataFrame:
     """``area_range, error, count, fraction``: the errors (:data:`ERRORS`) whose attributed area lies in each area
-    range, and their share of that range's errors (null when it has none)."""
+    range, and their share of that range's errors (null when it has none). One pass over the labels."""
+    codes = {name: code for code, name in enumerate(DT_LABELS)}
     events = pl.concat([
-        dt_labels.select(label_name(pl.col("label"), DT_LABELS).alias("error"), "area"),
-        gt_labels.select(label_name(pl.col("label"), GT_LABELS).alias("error"), "area"),
-    ]).filter(pl.col("error").is_in(list(ERRORS)))
-    ranges = pl.LazyFrame([(label, i, lo, hi) for i, (label, lo, hi) in enumerate(area_ranges)],
-                          schema={"area_range": pl.String, "area_index": pl.Int64, "lo": pl.Float64,
-                                  "hi": pl.Float64}, orient="row")
-    counts = (events.join(ranges, how="cross").filter(pl.col("area").is_between(pl.col("lo"), pl.col("hi")))
-              .group_by("area_range", "error").agg(pl.len().alias("count")))
-    grid = ranges.select("area_range", "area_index").join(
-        pl.LazyFrame({"error": list(ERRORS), "error_index": list(range(len(ERRORS)))}), how="cross")
-    table = (grid.join(counts, on=["area_range", "error"], how="left")
-             .with_columns(pl.col("count").fill_null(0).cast(pl.Int64))
-             .with_columns((pl.col("count") / pl.col("count").sum().over("area_range")).alias("fraction"))
-             .with_columns(pl.when(pl.col("fraction").is_nan()).then(None).otherwise(pl.col("fraction"))
-                           .alias("fraction"))
-             .sort("area_index", "error_index"))
-    return table.select("area_range", "error", "count", "fraction").collect()
+        dt_labels.filter(pl.col("label").is_in([codes[e] for e in ERRORS[:3]]))
+        .select(pl.col("label").replace_strict([codes[e] for e in ERRORS[:3]], [0, 1, 2], return_dtype=pl.Int8)
+                .alias("error"), "area"),
+        gt_labels.filter(pl.col("label") == GT_LABELS.index("miss")).select(pl.lit(3, pl.Int8).alias("error"), "area"),
+    ])
+    counts = (events.group_by("error")
+              .agg(pl.col("area").is_between(lo, hi).sum().alias(str(a)) for a, (_, lo, hi) in enumerate(area_ranges))
+              .collect())
+    found = {(a, row["error"]): row[str(a)] for row in counts.iter_rows(named=True) for a in range(len(area_ranges))}
+    rows = [(label, error, found.get((a, e), 0)) for a, (label, _, _) in enumerate(area_ranges)
+            for e, error in enumerate(ERRORS)]
+    table = pl.DataFrame(rows, schema={"area_range": pl.String, "error": pl.String, "count": pl.Int64}, orient="row")
+    total = pl.col("count").sum().over("area_range")
+    return table.with_columns(pl.when(total > 0).then(pl.col("count") / total).alias("fraction"))
