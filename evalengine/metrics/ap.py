@@ -28,14 +28,9 @@ from evalengine.match.coco import CocoProtocol
 _EPS = np.spacing(1)
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def order_by_category(cat_index, n_cat, score, image_id, rank):
-    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank); stable sorts.
-    (Any two tie keys work: ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)
-
-    The match table holds each image's detections in rank order (every image lies in one shard, written in
-    (category, image, rank) order), so a stable sort by image id already breaks score ties by (image, rank);
-    rows of an image out of rank order (a table written otherwise) are sorted by rank first."""
+@numba.njit(cache=True, nogil=True)
+def group_by_category(cat_index, n_cat):
+    """Row order grouped by category, table order kept within a group (a counting sort), and the groups' starts."""
     counts = np.zeros(n_cat + 1, np.int64)
     for c in cat_index:
         counts[c + 1] += 1
@@ -45,6 +40,18 @@ def order_by_category(cat_index, n_cat, score, image_id, rank):
     for i in range(cat_index.shape[0]):
         order[fill[cat_index[i]]] = i
         fill[cat_index[i]] += 1
+    return order, starts
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def order_by_category(cat_index, n_cat, score, image_id, rank):
+    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank); stable sorts.
+    (Any two tie keys work: ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)
+
+    The match table holds each image's detections in rank order (every image lies in one shard, written in
+    (category, image, rank) order), so a stable sort by image id already breaks score ties by (image, rank);
+    rows of an image out of rank order (a table written otherwise) are sorted by rank first."""
+    order, starts = group_by_category(cat_index, n_cat)
     for k in numba.prange(n_cat):
         seg = order[starts[k]:starts[k + 1]]
         seg[:] = seg[np.argsort(image_id[seg], kind="mergesort")]
@@ -178,9 +185,10 @@ class Accumulation:
 ACCUMULATE_BATCH_ROWS = 4_000_000  # detections held at once; categories are accumulated in batches
 
 
-def _bits(column: pl.Series, width: int) -> np.ndarray:
-    """An Array(UInt64, width) column as a (rows, width) array, without a per-row conversion."""
-    return column.to_arrow().flatten().to_numpy().reshape(-1, width)
+def array_values(column: pl.Series, width: int) -> np.ndarray:
+    """An ``Array(dtype, width)`` column (no null rows; a null item of a float array becomes NaN) as a
+    (rows, width) array, without a per-row conversion."""
+    return column.to_arrow().flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
 
 
 def regular_gt_counts(gt_matches: pl.LazyFrame, category_ids, protocol: CocoProtocol) -> np.ndarray:
@@ -253,8 +261,8 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
         rank = frame.get_column("dt_rank").to_numpy().astype(np.int64)
         order, starts = order_by_category(cat_index, k_hi - k_lo, score,
                                            frame.get_column("image_id").to_numpy().astype(np.int64), rank)
-        ranked = _gather(order, rank, _bits(frame.get_column("tp_bits"), n_area),
-                         _bits(frame.get_column("ignored_bits"), n_area), score)
+        ranked = _gather(order, rank, array_values(frame.get_column("tp_bits"), n_area),
+                         array_values(frame.get_column("ignored_bits"), n_area), score)
         result = _accumulate_kernel(
             starts, *ranked, n_regular_gt[k_lo:k_hi], np.array(protocol.max_dets, dtype=np.int64), n_thr,
             np.array(protocol.recall_thresholds), want_curve,
