@@ -206,3 +206,31 @@ TIDE_GT = {
     "used": pl.Boolean,
     "missed": pl.Boolean,
 }
+
+# Borji & Iranmanesh's diagnosis (:mod:`evalengine.match.borji`): one row per detection of an evaluated category;
+# ``label`` the code of ``tp``, ``cls_bg``, ``loc``, ``dup``, ``ignored`` (in that order, from 0); ``target_gt_id`` the
+# matched target (tp), the snap target (loc), the target of largest IoU (cls_bg, dup; null if none overlaps) or the
+# crowd region (ignored); ``matched_gt_id`` the S3 partner (null: removed at S3); ``iou_max`` the largest IoU with a
+# target of the original box; ``area`` the area its size is attributed by (the target's; a cls_bg or ignored one's own)
+BORJI_DT = {
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "det_id": pl.Int64,
+    "score": pl.Float64,
+    "label": pl.Int8,
+    "target_gt_id": pl.Int64,
+    "matched_gt_id": pl.Int64,
+    "iou_max": pl.Float64,
+    "area": pl.Float64,
+}
+
+# one row per ground truth of an evaluated category: ``label`` the code of ``matched``, ``miss``, ``ignored`` (crowd);
+# ``matched_det_id`` its S3 partner
+BORJI_GT = {
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "gt_id": pl.Int64,
+    "area": pl.Float64,
+    "label": pl.Int8,
+    "matched_det_id": pl.Int64,
+}

@@ -336,3 +336,5 @@ from evalengine.api.upper_bound import UPPER_BOUND_RUN, UpperBound, upper_bound,
 from evalengine.api.invariance import INVARIANCE_METRICS, Invariance, invariance, invariance_output  # noqa: E402
 from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzeProtocol, AnalyzeResult,  # noqa: E402
                                      analyze, analyze_scope, analyze_table)
+from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
+                                  BorjiProtocol, borji, borji_summary)

@@ -51,7 +51,10 @@ def _cmd_plot(args) -> str:
         return _save(args, target, figure)
     protocol = options.protocol(args)
     runs = args.runs or [api.DEFAULT_RUN]
-    if args.kind == "pr":
+    if args.kind == "borji":
+        diagnosis = api.borji(store, runs[0], variant=args.variant, protocol=api.BorjiProtocol(coco=protocol))
+        figure = plots.borji_diagnosis(diagnosis.table(("AP", "AP50")), diagnosis.error_counts())
+    elif args.kind == "pr":
         evaluation = store.evaluate(protocol, run=runs[0])
         names = dict(store.categories().select("category_id", "name").collect().iter_rows())
         figure = plots.pr_curves(evaluation.precision_recall(), names, args.categories, args.iou)
@@ -124,9 +127,9 @@ def add_plot(sub) -> None:
     plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
                                  "differences, LRP and its components against the score threshold, precision-recall "
                                  "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, "
-                                 "COCO analyze's stacked PR areas", _cmd_plot)
+                                 "COCO analyze's stacked PR areas, Borji's cumulative error diagnosis", _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "lrp", "pr-optimal",
-                                       "proposal-recall-iou", "ar-budget", "analyze"])
+                                       "proposal-recall-iou", "ar-budget", "analyze", "borji"])
     _out_args(plot, "image file (.png, .pdf, .svg), outside the store", required=True)
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
     plot.add_argument("--categories", type=int, nargs="+", default=None,
@@ -136,6 +139,7 @@ def add_plot(sub) -> None:
     plot.add_argument("--iou", type=float, default=0.5,
                       help="pr with --categories, lrp, pr-optimal: the IoU threshold (one of the protocol's)")
     plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")
+    plot.add_argument("--variant", choices=api.BORJI_VARIANTS, default="borji_ref", help="borji: the diagnosis' variant")
     options.protocol_args(plot)
 
 

@@ -1,9 +1,11 @@
-"""Error-diagnosis figures: TIDE's error bars, COCO analyze's stacked precision-recall areas."""
+"""Error-diagnosis figures: TIDE's error bars, COCO analyze's stacked precision-recall areas, Borji & Iranmanesh's
+cumulative AP and errors by size."""
 
 import polars as pl
 
 from evalengine.match.analyze import CURVES
 from evalengine.metrics.errors.analyze import legend_ap
+from evalengine.metrics.errors.borji import ERROR_HEADERS, ERRORS, STAGE_HEADERS, TABLE_STAGES
 from evalengine.plots.figure import pyplot
 
 
@@ -54,5 +56,35 @@ def analyze_pr(precision: pl.DataFrame, title: str = "overall"):
         ax.legend(loc="lower left", fontsize="small")
     for ax in list(axes.flat)[len(areas):]:
         ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+def borji_diagnosis(table, errors):
+    """Borji & Iranmanesh's diagnosis in two panels: the AP of each cumulative stage (bars, one group per metric row
+    of ``table``, the diagnosis' ``table()``), and the errors per object size (``error_counts()``) as stacked shares,
+    the paper's pies as bars."""
+    headers = dict(zip(TABLE_STAGES, STAGE_HEADERS))
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    stages = [c for c in table.columns if c != "metric"]
+    width = 0.8 / max(table.height, 1)
+    for k, row in enumerate(table.iter_rows(named=True)):
+        values = [max(row[s], 0.0) * 100 for s in stages]
+        bars = left.bar([i + k * width for i in range(len(stages))], values, width, label=row["metric"])
+        left.bar_label(bars, fmt="%.1f", fontsize="x-small")
+    left.set_xticks([i + width * (table.height - 1) / 2 for i in range(len(stages))],
+                    [headers.get(s, s) for s in stages], rotation=20, ha="right")
+    left.set(ylabel="AP (%)", ylim=(0, 108), title="AP after each cumulative fix")
+    left.legend(loc="upper left", fontsize="small")
+    sizes = errors.get_column("area_range").unique(maintain_order=True).to_list()
+    bottom = [0.0] * len(sizes)
+    for error in errors.get_column("error").unique(maintain_order=True).to_list():
+        rows = errors.filter(errors["error"] == error)
+        share = [(rows.filter(rows["area_range"] == s).get_column("fraction")[0] or 0.0) * 100 for s in sizes]
+        right.bar(sizes, share, 0.6, bottom=bottom, label=dict(zip(ERRORS, ERROR_HEADERS)).get(error, error))
+        bottom = [b + v for b, v in zip(bottom, share)]
+    right.set(ylabel="share of the errors (%)", ylim=(0, 100), title="Errors by object size")
+    right.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
     fig.tight_layout()
     return fig

@@ -283,6 +283,12 @@ def invocations(dataset: str) -> list:
         _inv("sql-analyze-summary", "sql", S, QUERY["analyze-summary"]),
         _inv("plot-analyze-supercategory", "plot", S, "analyze", "--supercategory", "animal", "--out",
              "{tmp}/analyze.png", files=("{tmp}/analyze.png",)),
+        # Borji & Iranmanesh's error diagnosis
+        _inv("diagnose", "diagnose", *GD),
+        _inv("diagnose-store-paper-json", "diagnose", S, "--variant", "paper", "--json"),
+        _inv("diagnose-gt-major-run", "diagnose", S, "--run", "shifted", "--duplicates", "gt_major"),
+        _inv("diagnose-thresholds-error", "diagnose", *GD, "--background-threshold", "0.7"),
+        _inv("plot-borji", "plot", S, "borji", "--out", "{tmp}/borji.png", files=("{tmp}/borji.png",)),
         # warnings: one line each on stderr, every time
         _inv("warning-gt-id-0-no-area", "coco", "--gt", "{tmp}/gt-warn.json", "--dt", "{dt}"),
         _inv("warning-gt-id-0-no-area-again", "coco", "--gt", "{tmp}/gt-warn.json", "--dt", "{dt}",
