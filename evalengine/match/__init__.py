@@ -5,6 +5,7 @@ detection score; ``greedy_iou``: Hosang's greedy by largest IoU) are shared by t
 """
 
 from evalengine.match.coco import CocoProtocol
+from evalengine.match.confusion import ConfusionProtocol
 from evalengine.match.pairs import PairsProtocol
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
@@ -12,4 +13,5 @@ from evalengine.match.tide import TideProtocol
 from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
-PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol)
+PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
+             ConfusionProtocol)
