@@ -129,8 +129,8 @@ def _out_args(parser, help: str, required: bool) -> None:
 def add_plot(sub) -> None:
     plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
                                  "differences, LRP and its components against the score threshold, precision-recall "
-                                 "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, TIDE's "
-                                 "errors, the confusion heat map",
+                                 "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, "
+                                 "TIDE's errors, the confusion heat map",
                                  _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "lrp", "pr-optimal",
                                        "proposal-recall-iou", "ar-budget", "tide", "confusion"])
@@ -138,7 +138,8 @@ def add_plot(sub) -> None:
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
     plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr, lrp, pr-optimal: one curve per category id")
     plot.add_argument("--iou", type=float, default=0.5,
-                      help="pr with --categories, lrp, pr-optimal, confusion: the IoU threshold (one of the protocol's)")
+                      help="pr with --categories, lrp, pr-optimal, confusion: the IoU threshold (one of the "
+                           "protocol's)")
     plot.add_argument("--score", type=options.number, default=0.05,
                       help="confusion: keep detections with score >= this (default 0.05)")
     plot.add_argument("--normalize", action="store_true", help="confusion: row fractions instead of counts")
