@@ -22,8 +22,8 @@ at IoU 0.5, area "all", 100 detections per image and category): true positives, 
 and used ground truths are pycocotools', ignored detections get no error, and "crowd" in the rules above means
 pycocotools' ignored ground truth (crowd, or area outside "all").
 
-The ``dt`` side has one row per kept detection (``outcome``: 0 false positive, 1 true positive, 2 ignored;
-``error``: :data:`ERRORS` code, 0 none; ``target_gt_id``: the matched ground truth, or the Cls/Loc target;
+The ``dt`` side has one row per kept detection, grouped by class (``outcome``: 0 false positive, 1 true positive,
+2 ignored; ``error``: :data:`ERRORS` code, 0 none; ``target_gt_id``: the matched ground truth, or the Cls/Loc target;
 ``fix_category_id``: the class its fixed true positive counts in, null if fixing it removes it); the ``gt`` side one
 row per non-crowd ground truth (``used``, ``missed``).
 """
@@ -174,7 +174,7 @@ def tide_shard(tables: dict, protocol: TideProtocol) -> tuple:
         "error": error,
         "target_gt_id": pl.Series(gt_ids[safe] if gt.height else target).set(pl.Series(~has_target), None),
         "fix_category_id": pl.Series(fix_category).set(pl.Series(~fixes), None),
-    }, schema=schema.TIDE_DT)
+    }, schema=schema.TIDE_DT).sort("category_id", "image_id", "det_id")  # grouped by class: ΔAP reads class batches
     regular = pl.Series(~gt_crowd)
     gt_rows = pl.DataFrame({
         **{c: gt.get_column(c).filter(regular) for c in ("image_id", "category_id", "gt_id")},
