@@ -113,6 +113,18 @@ class ConfusionProtocol(Protocol):
                    "coco_gt": str(shard_file(folders["coco"] / "gt", k))} for k in range(layout.n_shards)]
         return inputs, {"category_ids": category_ids}
 
+    def input_columns(self) -> dict:
+        """The COCO match table without its wide columns: the partner's IoU at the first threshold is ``area_iou[0]``,
+        ``matched_iou`` is read only for another."""
+        partner_iou = "matched_iou" if self._threshold_index() else "area_iou"
+        return {"coco_dt": ["image_id", "category_id", "det_id", "score", "dt_rank", "tp_bits", "ignored_bits",
+                            "matched_gt_id", partner_iou],
+                "coco_gt": ["image_id", "category_id", "gt_id", "ignored_bits"],
+                "gt": ["image_id", "gt_id", "gt_order"]}
+
+    def _threshold_index(self) -> int:
+        return self.coco.iou_thresholds.index(self.iou_threshold)
+
     def match_shard(self, tables: dict, context: dict) -> dict:
         return {"assignments": confusion_shard(tables, self, context["category_ids"])}
 
@@ -135,7 +147,7 @@ def _greedy_take(det, gt, n_det, n_gt):
 def _kept(coco_dt: pl.LazyFrame, protocol: ConfusionProtocol, classes: pl.Expr) -> pl.DataFrame:
     """The kept detections that are not ignored at the threshold: ``image_id, det_id, score, dt_category_id, tp``
     and the partner ``gt_id`` and its ``iou``."""
-    t = protocol.coco.iou_thresholds.index(protocol.iou_threshold)
+    t = protocol._threshold_index()
     dets = coco_dt.filter(pl.col("category_id").is_in(classes) & (pl.col("dt_rank") < protocol.coco.max_det_cap))
     if isinstance(protocol.score_threshold, float):
         dets = dets.filter(pl.col("score") >= protocol.score_threshold)
@@ -147,7 +159,8 @@ def _kept(coco_dt: pl.LazyFrame, protocol: ConfusionProtocol, classes: pl.Expr) 
     return (dets.filter((pl.col("ignored_bits").arr.get(0) & bit) == 0)
             .select("image_id", "det_id", "score", pl.col("category_id").alias("dt_category_id"),
                     ((pl.col("tp_bits").arr.get(0) & bit) != 0).alias("tp"),
-                    pl.col("matched_gt_id").arr.get(t).alias("gt_id"), pl.col("matched_iou").arr.get(t).alias("iou"))
+                    pl.col("matched_gt_id").arr.get(t).alias("gt_id"),
+                    (pl.col("matched_iou").arr.get(t) if t else pl.col("area_iou").arr.get(0)).alias("iou"))
             .collect())
 
 

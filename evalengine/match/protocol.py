@@ -11,6 +11,7 @@ A protocol is a frozen dataclass of parameters with
 - :meth:`match_params`: the parameters the matching depends on; they are hashed into :meth:`match_key` and
   recorded in ``protocol.json``, and a stored table is reused when they are equal;
 - :meth:`shard_inputs`: for a stored run, the files each shard task reads and the small context all share;
+- :meth:`input_columns`: the columns read of those tables (all unless it says otherwise);
 - :meth:`match_shard`: one shard's tables in, one frame per side out (the numba kernels live beside it).
 """
 
@@ -54,6 +55,10 @@ class Protocol:
     def shard_inputs(self, layout, run: str) -> tuple:
         """``(inputs, context)``: per shard a ``{table name: file}`` dict, and what every shard task shares."""
         raise NotImplementedError
+
+    def input_columns(self) -> dict:
+        """``{table name: columns}`` for the tables of :meth:`shard_inputs` read in part (wide match tables)."""
+        return {}
 
     def match_shard(self, tables: dict, context: dict) -> dict:
         """``{side: frame}`` for one shard, from the tables :meth:`shard_inputs` named (read as frames)."""

@@ -111,6 +111,11 @@ class TideProtocol(Protocol):
                   for k in range(layout.n_shards)]
         return inputs, {}
 
+    def input_columns(self) -> dict:
+        """The COCO match table's columns :func:`_coco_matching` reads (not the wide IoU ones)."""
+        return {"coco_dt": ["image_id", "category_id", "det_id", "score", "tp_bits", "ignored_bits", "matched_gt_id"],
+                "coco_gt": ["gt_id", "ignored_bits", "matched_bits"]}
+
     def match_shard(self, tables: dict, context: dict) -> dict:
         return dict(zip(self.sides, tide_shard(tables, self)))
 
