@@ -41,8 +41,8 @@ from evalengine import schema
 from evalengine.errors import InputError, ProtocolError
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.pairs import PairsProtocol
-from evalengine.match.protocol import Protocol
-from evalengine.store.paths import PROTOCOL_FILE, shard_file
+from evalengine.match.protocol import Protocol, required_tables
+from evalengine.store.paths import shard_file
 
 
 def score_thresholds(value) -> float | tuple:
@@ -101,12 +101,7 @@ class ConfusionProtocol(Protocol):
     def shard_inputs(self, layout, run: str) -> tuple:
         layout.check_run(run)
         paths = layout.paths
-        folders = {}
-        for protocol in self.required():
-            folders[protocol.name] = paths.matches_dir(protocol.match_key(), run)
-            if not (folders[protocol.name] / PROTOCOL_FILE).is_file():
-                raise ProtocolError(f"{layout.root}: run '{run}' has no {protocol.name} table "
-                                    f"{protocol.match_key()}; match it first")
+        folders = required_tables(layout, run, self.required())
         category_ids = self.category_ids if self.category_ids is not None else tuple(layout.category_ids())
         inputs = [{"gt": str(paths.gt_shard(k)), "pairs": str(shard_file(folders["pairs"] / "pairs", k)),
                    "coco_dt": str(shard_file(folders["coco"] / "dt", k)),

@@ -47,6 +47,11 @@ class PairsProtocol(Protocol):
         paths = layout.paths
         return [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)], {}
 
+    def input_columns(self) -> dict:
+        box = ["x", "y", "w", "h"]
+        return {"dt": ["image_id", "category_id", "det_id", *box],
+                "gt": ["image_id", "category_id", "gt_id", *box, "iscrowd", "gt_order"]}
+
     def match_shard(self, tables: dict, context: dict) -> dict:
         return {"pairs": pairs_shard(tables["gt"], tables["dt"], self.min_iou)}
 

@@ -25,6 +25,7 @@ from typing import ClassVar
 import polars as pl
 
 from evalengine.errors import ProtocolError
+from evalengine.store.paths import PROTOCOL_FILE
 
 
 class Protocol:
@@ -63,6 +64,18 @@ class Protocol:
     def match_shard(self, tables: dict, context: dict) -> dict:
         """``{side: frame}`` for one shard, from the tables :meth:`shard_inputs` named (read as frames)."""
         raise NotImplementedError
+
+
+def required_tables(layout, run: str, protocols) -> dict:
+    """``{family name: match folder}`` of the tables a protocol reads besides the store's own (the pairs table, a
+    COCO match table): a located error for one not matched yet."""
+    folders = {}
+    for protocol in protocols:
+        folders[protocol.name] = layout.paths.matches_dir(protocol.match_key(), run)
+        if not (folders[protocol.name] / PROTOCOL_FILE).is_file():
+            raise ProtocolError(f"{layout.root}: run '{run}' has no {protocol.name} table {protocol.match_key()}; "
+                                "match it first")
+    return folders
 
 
 def column_array(frame: pl.DataFrame, name: str, dtype="int64"):

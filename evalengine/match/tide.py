@@ -41,8 +41,9 @@ from evalengine.errors import check_option
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.groups import merge_groups, rank_in_group
 from evalengine.match.pairs import PairsProtocol
-from evalengine.match.protocol import Protocol, column_array, positive_integers, unit_thresholds
-from evalengine.store.paths import PROTOCOL_FILE, shard_file
+from evalengine.match.protocol import (Protocol, column_array, positive_integers, required_tables,
+                                       unit_thresholds)
+from evalengine.store.paths import shard_file
 
 # tidecv's error types in its order (``TIDE._error_types``); the code of a detection error is its index + 1
 ERRORS = ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss")
@@ -98,12 +99,7 @@ class TideProtocol(Protocol):
     def shard_inputs(self, layout, run: str) -> tuple:
         layout.check_run(run)
         paths = layout.paths
-        folders = {}
-        for protocol in self.required():
-            folders[protocol.name] = paths.matches_dir(protocol.match_key(), run)
-            if not (folders[protocol.name] / PROTOCOL_FILE).is_file():
-                raise ProtocolError(f"{layout.root}: run '{run}' has no {protocol.name} table "
-                                    f"{protocol.match_key()}; match it first")
+        folders = required_tables(layout, run, self.required())
         inputs = [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k)),
                    "pairs": str(shard_file(folders["pairs"] / "pairs", k)),
                    **({} if self.coco is None else {"coco_dt": str(shard_file(folders["coco"] / "dt", k)),
@@ -112,8 +108,10 @@ class TideProtocol(Protocol):
         return inputs, {}
 
     def input_columns(self) -> dict:
-        """The COCO match table's columns :func:`_coco_matching` reads (not the wide IoU ones)."""
-        return {"coco_dt": ["image_id", "category_id", "det_id", "score", "tp_bits", "ignored_bits", "matched_gt_id"],
+        """No boxes (the pairs hold the IoUs); of the COCO match table, what :func:`_coco_matching` reads."""
+        return {"dt": ["image_id", "category_id", "det_id", "score"],
+                "gt": ["image_id", "category_id", "gt_id", "iscrowd", "gt_order"],
+                "coco_dt": ["image_id", "category_id", "det_id", "score", "tp_bits", "ignored_bits", "matched_gt_id"],
                 "coco_gt": ["gt_id", "ignored_bits", "matched_bits"]}
 
     def match_shard(self, tables: dict, context: dict) -> dict:
