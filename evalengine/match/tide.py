@@ -39,7 +39,7 @@ from evalengine import schema
 from evalengine.errors import ProtocolError
 from evalengine.errors import check_option
 from evalengine.match.coco import CocoProtocol
-from evalengine.match.groups import merge_groups, rank_in_group
+from evalengine.match.groups import merge_groups
 from evalengine.match.pairs import PairsProtocol
 from evalengine.match.protocol import (Protocol, column_array, positive_integers, required_tables,
                                        unit_thresholds)
@@ -118,16 +118,56 @@ class TideProtocol(Protocol):
         return dict(zip(self.sides, tide_shard(tables, self)))
 
 
-def _tide_order(dt: pl.DataFrame, max_dets: int) -> pl.DataFrame:
-    """tidecv's per-image order (score, then file order) and cap (``max_dets`` per image, all classes)."""
-    dt = dt.sort([pl.col("image_id"), pl.col("score") + 0.0, pl.col("det_id")], descending=[False, True, False])
-    image = column_array(dt, "image_id")
-    return dt.filter(rank_in_group(image, np.zeros_like(image)) < max_dets)
+@numba.njit(cache=True, nogil=True)
+def _image_order(image_index, n_images, score, det_id, max_dets):
+    """tidecv's per-image order and cap: the rows grouped by image (``image_index``, dense), each image by −score,
+    then file order (det_id), its first ``max_dets`` kept; the kept rows' positions."""
+    counts = np.zeros(n_images + 1, np.int64)
+    for i in image_index:
+        counts[i + 1] += 1
+    starts = np.cumsum(counts)
+    fill = starts[:-1].copy()
+    order = np.empty(image_index.shape[0], np.int64)
+    for i in range(image_index.shape[0]):
+        order[fill[image_index[i]]] = i
+        fill[image_index[i]] += 1
+    kept = np.empty(image_index.shape[0], np.int64)
+    n = 0
+    for k in range(n_images):
+        seg = order[starts[k]:starts[k + 1]]
+        for i in range(1, seg.shape[0]):
+            if det_id[seg[i]] < det_id[seg[i - 1]]:  # not in file order (a COCO match table): sort first
+                seg = seg[np.argsort(det_id[seg], kind="mergesort")]
+                break
+        seg = seg[np.argsort(-score[seg], kind="mergesort")]  # comparisons: -0.0 ties with 0.0
+        take = min(seg.shape[0], max_dets)
+        kept[n:n + take] = seg[:take]
+        n += take
+    return kept[:n]
+
+
+def _tide_order(dt: pl.DataFrame, max_dets: int) -> np.ndarray:
+    """The rows of ``dt`` in tidecv's per-image order (score, then file order), cut to ``max_dets`` per image."""
+    images, image_index = np.unique(column_array(dt, "image_id"), return_inverse=True)
+    return _image_order(image_index.astype(np.int64), images.shape[0], column_array(dt, "score", np.float64),
+                        column_array(dt, "det_id"), max_dets)
+
+
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The position in ``ids`` (distinct) of each of ``wanted``, −1 where absent."""
+    if not ids.shape[0]:
+        return np.full(wanted.shape[0], -1, np.int64)
+    if np.all(ids[1:] > ids[:-1]):  # a shard's detections are stored in file order
+        at = np.minimum(np.searchsorted(ids, wanted), ids.shape[0] - 1)
+    else:
+        by_id = np.argsort(ids)
+        at = by_id[np.minimum(np.searchsorted(ids, wanted, sorter=by_id), ids.shape[0] - 1)]
+    return np.where(ids[at] == wanted, at, -1)
 
 
 def _coco_matching(tables: dict, gt: pl.DataFrame):
-    """The detections pycocotools evaluated, in tidecv's per-image order, with their outcome and partner at the
-    protocol's first IoU threshold and area range; the ground truths' matched and ignored flags there."""
+    """The detections pycocotools evaluated, with their outcome and partner at the protocol's first IoU threshold and
+    area range; the ground truths' matched and ignored flags there."""
     bit = lambda column: (pl.col(column).arr.first() & 1) != 0  # noqa: E731 - area 0, threshold 0
     coco_dt = tables["coco_dt"].select(
         "image_id", "category_id", "det_id", "score",
@@ -135,23 +175,41 @@ def _coco_matching(tables: dict, gt: pl.DataFrame):
         pl.col("matched_gt_id").arr.first().alias("partner"))
     coco_gt = tables["coco_gt"].select("gt_id", ((pl.col("ignored_bits") & 1) != 0).alias("crowd"),
                                        bit("matched_bits").alias("used"))
-    dt = _tide_order(coco_dt, np.iinfo(np.int64).max)
-    gt = gt.drop("iscrowd").join(coco_gt, on="gt_id", maintain_order="left")
-    return dt, gt
+    return coco_dt, gt.drop("iscrowd").join(coco_gt, on="gt_id", maintain_order="left")
+
+
+def _pair_arrays(pairs: pl.DataFrame, source: pl.DataFrame, kept: np.ndarray, gt: pl.DataFrame) -> tuple:
+    """``(pair_start, pair_g, pair_iou)``: the pairs of the kept detections (rows ``kept`` of ``source``) by position
+    in ``kept`` (``pair_start[d]`` to ``pair_start[d + 1]``), each detection's in ground-truth row order (the pairs
+    table's: file order)."""
+    d_of_row = np.full(source.height + 1, -1, np.int64)  # the last entry answers −1 (absent)
+    d_of_row[kept] = np.arange(kept.shape[0])
+    d = d_of_row[_positions(column_array(source, "det_id"), column_array(pairs, "det_id"))]
+    g = _positions(column_array(gt, "gt_id"), column_array(pairs, "gt_id"))
+    keep = np.flatnonzero((d >= 0) & (g >= 0))
+    keep = keep[np.argsort(d[keep], kind="stable")]
+    pair_start = np.zeros(kept.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(d[keep], minlength=kept.shape[0]), out=pair_start[1:])
+    return pair_start, g[keep], column_array(pairs, "iou", np.float64)[keep]
+
+
+def _by_class(category: np.ndarray) -> np.ndarray:
+    """A stable order grouping the rows by class (a radix sort when the ids are small, as COCO's are)."""
+    small = category.shape[0] and 0 <= category.min() and category.max() < 2**15
+    return np.argsort(category.astype(np.int16) if small else category, kind="stable")
 
 
 def tide_shard(tables: dict, protocol: TideProtocol) -> tuple:
     """``(dt rows, gt rows)`` of one shard (schemas :data:`evalengine.schema.TIDE_DT`, ``TIDE_GT``)."""
     gt = tables["gt"].sort("image_id", "gt_order")
     if protocol.coco is None:
-        dt = _tide_order(tables["dt"], protocol.max_dets)
+        source, cap = tables["dt"], protocol.max_dets
         gt = gt.with_columns(pl.col("iscrowd").alias("crowd"), pl.lit(False).alias("used"))
     else:
-        dt, gt = _coco_matching(tables, gt)
-    dt, gt = dt.with_row_index("d"), gt.with_row_index("g")
-    pairs = (tables["pairs"].lazy().join(dt.lazy().select("det_id", "d"), on="det_id")
-             .join(gt.lazy().select("gt_id", "g"), on="gt_id").sort("d", "g").select("d", "g", "iou").collect())
-    pair_start = np.searchsorted(column_array(pairs, "d"), np.arange(dt.height + 1)).astype(np.int64)
+        (source, gt), cap = _coco_matching(tables, gt), np.iinfo(np.int64).max
+    kept = _tide_order(source, cap)
+    dt = source[kept]
+    pair_start, pair_g, pair_iou = _pair_arrays(tables["pairs"], source, kept, gt)
     gt_image, dt_image = column_array(gt, "image_id"), column_array(dt, "image_id")
     groups = merge_groups(gt_image, gt_image, dt_image, dt_image, False)
     gt_cat, gt_crowd, gt_ids = column_array(gt, "category_id"), column_array(gt, "crowd", np.bool_), column_array(gt, "gt_id")
@@ -161,23 +219,25 @@ def tide_shard(tables: dict, protocol: TideProtocol) -> tuple:
         outcome, target = np.zeros(dt.height, np.int8), np.full(dt.height, -1, np.int64)
     else:
         outcome = column_array(dt, "outcome", np.int8).copy()
-        partner = dt.select(pl.col("partner").replace_strict(gt_ids, np.arange(gt.height), default=-1,
-                                                             return_dtype=pl.Int64))
-        target = np.where(outcome == TP, column_array(partner, "partner"), -1)
+        partner = _positions(gt_ids, dt.get_column("partner").fill_null(-1).to_numpy())
+        target = np.where(outcome == TP, partner, -1)
     error, fixes, usable = assign_errors(
         np.ascontiguousarray(groups), dt_cat, column_array(dt, "score", np.float64), gt_cat, gt_crowd, pair_start,
-        column_array(pairs, "g"), column_array(pairs, "iou", np.float64), protocol.pos_threshold,
-        protocol.background_threshold, protocol.coco is None, outcome, target, used)
+        pair_g, pair_iou, protocol.pos_threshold, protocol.background_threshold, protocol.coco is None, outcome,
+        target, used)
     has_target = target >= 0
     safe = np.where(has_target, target, 0)
     fix_category = np.where(error == CLS, gt_cat[safe] if gt.height else dt_cat, dt_cat)
+    rows = _by_class(dt_cat)  # grouped by class: the ΔAP step reads class batches
     dt_rows = pl.DataFrame({
-        **{c: dt.get_column(c) for c in ("image_id", "category_id", "det_id", "score")},
-        "outcome": outcome,
-        "error": error,
-        "target_gt_id": pl.Series(gt_ids[safe] if gt.height else target).set(pl.Series(~has_target), None),
-        "fix_category_id": pl.Series(fix_category).set(pl.Series(~fixes), None),
-    }, schema=schema.TIDE_DT).sort("category_id", "image_id", "det_id")  # grouped by class: ΔAP reads class batches
+        **{c: column_array(dt, c, dtype)[rows] for c, dtype in
+           (("image_id", np.int64), ("category_id", np.int64), ("det_id", np.int64), ("score", np.float64))},
+        "outcome": outcome[rows],
+        "error": error[rows],
+        "target_gt_id": pl.Series((gt_ids[safe] if gt.height else target)[rows]).set(pl.Series(~has_target[rows]),
+                                                                                       None),
+        "fix_category_id": pl.Series(fix_category[rows]).set(pl.Series(~fixes[rows]), None),
+    }, schema=schema.TIDE_DT)
     regular = pl.Series(~gt_crowd)
     gt_rows = pl.DataFrame({
         **{c: gt.get_column(c).filter(regular) for c in ("image_id", "category_id", "gt_id")},
