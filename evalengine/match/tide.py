@@ -39,7 +39,7 @@ from evalengine import schema
 from evalengine.errors import ProtocolError
 from evalengine.errors import check_option
 from evalengine.match.coco import CocoProtocol
-from evalengine.match.groups import merge_groups
+from evalengine.match.groups import file_order_by_image, merge_groups
 from evalengine.match.pairs import PairsProtocol
 from evalengine.match.protocol import (Protocol, column_array, positive_integers, required_tables,
                                        unit_thresholds)
@@ -119,26 +119,13 @@ class TideProtocol(Protocol):
 
 
 @numba.njit(cache=True, nogil=True)
-def _image_order(image_index, n_images, score, det_id, max_dets):
-    """tidecv's per-image order and cap: the rows grouped by image (``image_index``, dense), each image by −score,
-    then file order (det_id), its first ``max_dets`` kept; the kept rows' positions."""
-    counts = np.zeros(n_images + 1, np.int64)
-    for i in image_index:
-        counts[i + 1] += 1
-    starts = np.cumsum(counts)
-    fill = starts[:-1].copy()
-    order = np.empty(image_index.shape[0], np.int64)
-    for i in range(image_index.shape[0]):
-        order[fill[image_index[i]]] = i
-        fill[image_index[i]] += 1
-    kept = np.empty(image_index.shape[0], np.int64)
+def _capped_by_score(order, starts, score, max_dets):
+    """Each group (image) of ``order`` (rows in (image, det_id) order) by −score, stably, cut to ``max_dets``: the
+    kept rows in tidecv's per-image order."""
+    kept = np.empty(order.shape[0], np.int64)
     n = 0
-    for k in range(n_images):
+    for k in range(starts.shape[0] - 1):
         seg = order[starts[k]:starts[k + 1]]
-        for i in range(1, seg.shape[0]):
-            if det_id[seg[i]] < det_id[seg[i - 1]]:  # not in file order (a COCO match table): sort first
-                seg = seg[np.argsort(det_id[seg], kind="mergesort")]
-                break
         seg = seg[np.argsort(-score[seg], kind="mergesort")]  # comparisons: -0.0 ties with 0.0
         take = min(seg.shape[0], max_dets)
         kept[n:n + take] = seg[:take]
@@ -148,9 +135,8 @@ def _image_order(image_index, n_images, score, det_id, max_dets):
 
 def _tide_order(dt: pl.DataFrame, max_dets: int) -> np.ndarray:
     """The rows of ``dt`` in tidecv's per-image order (score, then file order), cut to ``max_dets`` per image."""
-    images, image_index = np.unique(column_array(dt, "image_id"), return_inverse=True)
-    return _image_order(image_index.astype(np.int64), images.shape[0], column_array(dt, "score", np.float64),
-                        column_array(dt, "det_id"), max_dets)
+    by_image, starts = file_order_by_image(column_array(dt, "image_id"), column_array(dt, "det_id"))
+    return _capped_by_score(by_image, starts, column_array(dt, "score", np.float64), max_dets)
 
 
 def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
