@@ -33,8 +33,9 @@ import polars as pl
 
 from evalengine.errors import EvalEngineError
 from evalengine.match.coco import COCO_RECALL_THRESHOLDS
+from evalengine.match.groups import counting_order
 from evalengine.match.tide import ERRORS, IGNORED, TP
-from evalengine.metrics.ap import ACCUMULATE_BATCH_ROWS, category_batches, order_by_category
+from evalengine.metrics.ap import ACCUMULATE_BATCH_ROWS, category_batches
 
 SPECIAL = ("FalsePos", "FalseNeg")
 _RECALL_BINS = 101  # tidecv's resolution 100: recall 0, 0.01, …, 1
@@ -173,15 +174,26 @@ def _batch_rows(dt: pl.LazyFrame, batch: np.ndarray, image_rank: pl.LazyFrame) -
     return rows.join(image_rank, on="image_id", how="left").join(index, on="category_id", how="left").collect()
 
 
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _by_score(order, starts, score, tie):
+    """Each class's rows (``order[starts[k]:starts[k + 1]]``) by −score, then ``tie`` (distinct keys: any sort of
+    them gives the one order, so the fast unstable one)."""
+    for k in numba.prange(starts.shape[0] - 1):
+        seg = order[starts[k]:starts[k + 1]]
+        seg[:] = seg[np.argsort(tie[seg])]
+        seg[:] = seg[np.argsort(-score[seg], kind="mergesort")]  # comparisons: -0.0 ties with 0.0
+    return order
+
+
 def _push_order(rows: pl.DataFrame, batch: np.ndarray) -> tuple:
-    """``(order, starts)``: the rows grouped by class (:func:`~evalengine.metrics.ap.order_by_category`), each class
-    by −score, then image rank, then det_id (one key: det ids are file positions, below 2^32)."""
+    """``(order, starts)``: the rows grouped by class, each class by −score, then image rank, then det_id (one key:
+    det ids are file positions, below 2^32)."""
     det_id = rows.get_column("det_id").to_numpy()
     if det_id.size and det_id.max() >= 2**32:
         raise EvalEngineError(f"TIDE: detection id {det_id.max()} is 2^32 or more (ids are file positions)")
     tie = (rows.get_column("image_rank").to_numpy().astype(np.int64) << 32) + det_id
-    return order_by_category(rows.get_column("cat_index").to_numpy(), batch.shape[0],
-                             rows.get_column("score").to_numpy(), tie, tie)
+    order, starts = counting_order(rows.get_column("cat_index").to_numpy(), batch.shape[0])
+    return _by_score(order, starts, rows.get_column("score").to_numpy(), tie), starts
 
 
 def _mean(aps: np.ndarray, n_points: np.ndarray, n_gt: np.ndarray, matching: str) -> float:
