@@ -234,3 +234,16 @@ BORJI_GT = {
     "label": pl.Int8,
     "matched_det_id": pl.Int64,
 }
+
+# the confusion matrix's cells (:mod:`evalengine.match.confusion`): one row per counted object — a kept detection
+# (``gt_category_id`` null on the background row; ``gt_id``, ``iou``: its true positive's or confusion's partner) or a
+# missed ground truth (``dt_category_id``, ``det_id``, ``score`` null)
+CONFUSION = {
+    "image_id": pl.Int64,
+    "gt_category_id": pl.Int64,
+    "dt_category_id": pl.Int64,
+    "det_id": pl.Int64,
+    "gt_id": pl.Int64,
+    "score": pl.Float64,
+    "iou": pl.Float64,
+}

@@ -49,8 +49,10 @@ def _cmd_plot(args) -> str:
             figure = plots.proposal_recall_iou({run: ev.recall_iou_curve() for run, ev in evaluations.items()},
                                                args.budget)
         return _save(args, target, figure)
-    protocol = options.protocol(args)
     runs = args.runs or [api.DEFAULT_RUN]
+    if args.kind in ("tide", "confusion"):
+        return _save(args, target, _diagnosis_figure(args, store, runs))
+    protocol = options.protocol(args)
     if args.kind == "borji":
         diagnosis = api.borji(store, runs[0], variant=args.variant, protocol=api.BorjiProtocol(coco=protocol))
         figure = plots.borji_diagnosis(diagnosis.table(("AP", "AP50")), diagnosis.error_counts())
@@ -78,6 +80,16 @@ def _cmd_plot(args) -> str:
             raise EvalEngineError("plot compare needs two runs: --runs BASELINE OTHER")
         figure = plots.run_differences(store.compare(runs, protocol), runs[1])
     return _save(args, target, figure)
+
+
+def _diagnosis_figure(args, store, runs: list):
+    """TIDE's error bars (one bar per run) or the confusion heat map of the first run."""
+    from evalengine import plots
+
+    if args.kind == "tide":
+        return plots.tide_errors({run: api.tide(store, run).result for run in runs})
+    result = api.confusion(store, args.iou, args.score, run=runs[0])
+    return plots.confusion_heatmap(result.matrix(), result.names, args.normalize)
 
 
 def _save(args, target: Path, figure) -> str:
@@ -127,9 +139,10 @@ def add_plot(sub) -> None:
     plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
                                  "differences, LRP and its components against the score threshold, precision-recall "
                                  "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, "
-                                 "COCO analyze's stacked PR areas, Borji's cumulative error diagnosis", _cmd_plot)
+                                 "COCO analyze's stacked PR areas, Borji's cumulative error diagnosis, TIDE's errors, "
+                                 "the confusion heat map", _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "lrp", "pr-optimal",
-                                       "proposal-recall-iou", "ar-budget", "analyze", "borji"])
+                                       "proposal-recall-iou", "ar-budget", "analyze", "borji", "tide", "confusion"])
     _out_args(plot, "image file (.png, .pdf, .svg), outside the store", required=True)
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
     plot.add_argument("--categories", type=int, nargs="+", default=None,
@@ -137,7 +150,11 @@ def add_plot(sub) -> None:
     plot.add_argument("--supercategory", default=None, help="analyze: the mean over this supercategory's categories "
                                                            "(default: over all categories)")
     plot.add_argument("--iou", type=float, default=0.5,
-                      help="pr with --categories, lrp, pr-optimal: the IoU threshold (one of the protocol's)")
+                      help="pr with --categories, lrp, pr-optimal, confusion: the IoU threshold (one of the "
+                           "protocol's)")
+    plot.add_argument("--score", type=options.number, default=0.05,
+                      help="confusion: keep detections with score >= this (default 0.05)")
+    plot.add_argument("--normalize", action="store_true", help="confusion: row fractions instead of counts")
     plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")
     plot.add_argument("--variant", choices=api.BORJI_VARIANTS, default="borji_ref", help="borji: the diagnosis' variant")
     options.protocol_args(plot)

@@ -17,7 +17,9 @@ MATCH_ROW_GROUP = 16_384
 def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int, store: str) -> int:
     """One shard task: read the shard's tables (of ``store``), match them, write one file per side."""
     keep_freed_memory()
-    sides = protocol.match_shard({name: read_stored(path, store) for name, path in inputs.items()}, context)
+    columns = protocol.input_columns()
+    sides = protocol.match_shard({name: read_stored(path, store, columns.get(name)) for name, path in inputs.items()},
+                                 context)
     for side, frame in sides.items():
         path = shard_file(location(out_dir) / side, shard)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,37 @@ def rank_in_group(image, category):
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def counting_order(index, n_groups):
+    """``(order, starts)``: the rows grouped by ``index`` (0 … n_groups − 1, ascending), each group in row order (a
+    stable counting sort); group ``k`` is ``order[starts[k]:starts[k + 1]]``."""
+    counts = np.zeros(n_groups + 1, np.int64)
+    for i in index:
+        counts[i + 1] += 1
+    starts = np.cumsum(counts)
+    fill = starts[:-1].copy()
+    order = np.empty(index.shape[0], np.int64)
+    for i in range(index.shape[0]):
+        order[fill[index[i]]] = i
+        fill[index[i]] += 1
+    return order, starts
+
+
+def grouped_by(keys: np.ndarray) -> tuple:
+    """:func:`counting_order` over the distinct values of ``keys``, in ascending order of value."""
+    values, index = np.unique(keys, return_inverse=True)
+    return counting_order(index.astype(np.int64).ravel(), values.shape[0])
+
+
+def file_order_by_image(image_id: np.ndarray, det_id: np.ndarray) -> tuple:
+    """``(order, starts)``: the rows in (image, det_id) order, image ``k``'s at ``order[starts[k]:starts[k + 1]]``.
+    A shard's detections are stored in file order, so a stable grouping by image suffices; others are ordered by
+    det_id first."""
+    by_det = None if np.all(det_id[1:] > det_id[:-1]) else np.argsort(det_id)
+    order, starts = grouped_by(image_id if by_det is None else image_id[by_det])
+    return (order if by_det is None else by_det[order]), starts
+
+
 def block_chunks(gt_len: np.ndarray, dt_len: np.ndarray, max_cells: int | None = None) -> list:
     """Contiguous group ranges ``[lo, hi)`` whose similarity blocks hold at most ``max_cells`` values together (a
     larger group gets a range of its own), so that a shard's memory does not grow with its pairs."""

@@ -26,7 +26,7 @@ import polars as pl
 from evalengine import schema
 from evalengine.geometry.box_iou import COCO, box_iou_blocks
 from evalengine.geometry.boxes import xywh
-from evalengine.match.groups import block_chunks, merge_groups
+from evalengine.match.groups import block_chunks, file_order_by_image, merge_groups
 from evalengine.match.protocol import Protocol, column_array, unit_thresholds
 
 
@@ -47,6 +47,11 @@ class PairsProtocol(Protocol):
         paths = layout.paths
         return [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)], {}
 
+    def input_columns(self) -> dict:
+        box = ["x", "y", "w", "h"]
+        return {"dt": ["image_id", "category_id", "det_id", *box],
+                "gt": ["image_id", "category_id", "gt_id", *box, "iscrowd", "gt_order"]}
+
     def match_shard(self, tables: dict, context: dict) -> dict:
         return {"pairs": pairs_shard(tables["gt"], tables["dt"], self.min_iou)}
 
@@ -55,7 +60,7 @@ def pairs_shard(gt: pl.DataFrame, dt: pl.DataFrame, min_iou: float) -> pl.DataFr
     """One shard's pairs (schema :data:`evalengine.schema.PAIRS`): the IoU blocks of each image, in chunks of bounded
     size (:func:`evalengine.match.groups.block_chunks`), filtered at ``min_iou``."""
     gt = gt.sort("image_id", "gt_order")
-    dt = dt.sort("image_id", "det_id")
+    dt = dt[file_order_by_image(column_array(dt, "image_id"), column_array(dt, "det_id"))[0]]
     gt_image, dt_image = column_array(gt, "image_id"), column_array(dt, "image_id")
     groups = merge_groups(gt_image, gt_image, dt_image, dt_image, False)
     gt_start, gt_len, dt_start, dt_len = (np.ascontiguousarray(groups[:, i]) for i in range(4))

@@ -11,6 +11,7 @@ A protocol is a frozen dataclass of parameters with
 - :meth:`match_params`: the parameters the matching depends on; they are hashed into :meth:`match_key` and
   recorded in ``protocol.json``, and a stored table is reused when they are equal;
 - :meth:`shard_inputs`: for a stored run, the files each shard task reads and the small context all share;
+- :meth:`input_columns`: the columns read of those tables (all unless it says otherwise);
 - :meth:`match_shard`: one shard's tables in, one frame per side out (the numba kernels live beside it).
 """
 
@@ -24,6 +25,7 @@ from typing import ClassVar
 import polars as pl
 
 from evalengine.errors import ProtocolError
+from evalengine.store.paths import PROTOCOL_FILE
 
 
 class Protocol:
@@ -55,9 +57,25 @@ class Protocol:
         """``(inputs, context)``: per shard a ``{table name: file}`` dict, and what every shard task shares."""
         raise NotImplementedError
 
+    def input_columns(self) -> dict:
+        """``{table name: columns}`` for the tables of :meth:`shard_inputs` read in part (wide match tables)."""
+        return {}
+
     def match_shard(self, tables: dict, context: dict) -> dict:
         """``{side: frame}`` for one shard, from the tables :meth:`shard_inputs` named (read as frames)."""
         raise NotImplementedError
+
+
+def required_tables(layout, run: str, protocols) -> dict:
+    """``{family name: match folder}`` of the tables a protocol reads besides the store's own (the pairs table, a
+    COCO match table): a located error for one not matched yet."""
+    folders = {}
+    for protocol in protocols:
+        folders[protocol.name] = layout.paths.matches_dir(protocol.match_key(), run)
+        if not (folders[protocol.name] / PROTOCOL_FILE).is_file():
+            raise ProtocolError(f"{layout.root}: run '{run}' has no {protocol.name} table {protocol.match_key()}; "
+                                "match it first")
+    return folders
 
 
 def column_array(frame: pl.DataFrame, name: str, dtype="int64"):

@@ -22,8 +22,8 @@ at IoU 0.5, area "all", 100 detections per image and category): true positives, 
 and used ground truths are pycocotools', ignored detections get no error, and "crowd" in the rules above means
 pycocotools' ignored ground truth (crowd, or area outside "all").
 
-The ``dt`` side has one row per kept detection (``outcome``: 0 false positive, 1 true positive, 2 ignored;
-``error``: :data:`ERRORS` code, 0 none; ``target_gt_id``: the matched ground truth, or the Cls/Loc target;
+The ``dt`` side has one row per kept detection, grouped by class (``outcome``: 0 false positive, 1 true positive,
+2 ignored; ``error``: :data:`ERRORS` code, 0 none; ``target_gt_id``: the matched ground truth, or the Cls/Loc target;
 ``fix_category_id``: the class its fixed true positive counts in, null if fixing it removes it); the ``gt`` side one
 row per non-crowd ground truth (``used``, ``missed``).
 """
@@ -39,10 +39,11 @@ from evalengine import schema
 from evalengine.errors import ProtocolError
 from evalengine.errors import check_option
 from evalengine.match.coco import CocoProtocol
-from evalengine.match.groups import merge_groups, rank_in_group
+from evalengine.match.groups import file_order_by_image, merge_groups
 from evalengine.match.pairs import PairsProtocol
-from evalengine.match.protocol import Protocol, column_array, positive_integers, unit_thresholds
-from evalengine.store.paths import PROTOCOL_FILE, shard_file
+from evalengine.match.protocol import (Protocol, column_array, positive_integers, required_tables,
+                                       unit_thresholds)
+from evalengine.store.paths import shard_file
 
 # tidecv's error types in its order (``TIDE._error_types``); the code of a detection error is its index + 1
 ERRORS = ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss")
@@ -98,12 +99,7 @@ class TideProtocol(Protocol):
     def shard_inputs(self, layout, run: str) -> tuple:
         layout.check_run(run)
         paths = layout.paths
-        folders = {}
-        for protocol in self.required():
-            folders[protocol.name] = paths.matches_dir(protocol.match_key(), run)
-            if not (folders[protocol.name] / PROTOCOL_FILE).is_file():
-                raise ProtocolError(f"{layout.root}: run '{run}' has no {protocol.name} table "
-                                    f"{protocol.match_key()}; match it first")
+        folders = required_tables(layout, run, self.required())
         inputs = [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k)),
                    "pairs": str(shard_file(folders["pairs"] / "pairs", k)),
                    **({} if self.coco is None else {"coco_dt": str(shard_file(folders["coco"] / "dt", k)),
@@ -111,20 +107,53 @@ class TideProtocol(Protocol):
                   for k in range(layout.n_shards)]
         return inputs, {}
 
+    def input_columns(self) -> dict:
+        """No boxes (the pairs hold the IoUs); of the COCO match table, what :func:`_coco_matching` reads."""
+        return {"dt": ["image_id", "category_id", "det_id", "score"],
+                "gt": ["image_id", "category_id", "gt_id", "iscrowd", "gt_order"],
+                "coco_dt": ["image_id", "category_id", "det_id", "score", "tp_bits", "ignored_bits", "matched_gt_id"],
+                "coco_gt": ["gt_id", "ignored_bits", "matched_bits"]}
+
     def match_shard(self, tables: dict, context: dict) -> dict:
         return dict(zip(self.sides, tide_shard(tables, self)))
 
 
-def _tide_order(dt: pl.DataFrame, max_dets: int) -> pl.DataFrame:
-    """tidecv's per-image order (score, then file order) and cap (``max_dets`` per image, all classes)."""
-    dt = dt.sort([pl.col("image_id"), pl.col("score") + 0.0, pl.col("det_id")], descending=[False, True, False])
-    image = column_array(dt, "image_id")
-    return dt.filter(rank_in_group(image, np.zeros_like(image)) < max_dets)
+@numba.njit(cache=True, nogil=True)
+def _capped_by_score(order, starts, score, max_dets):
+    """Each group (image) of ``order`` (rows in (image, det_id) order) by −score, stably, cut to ``max_dets``: the
+    kept rows in tidecv's per-image order."""
+    kept = np.empty(order.shape[0], np.int64)
+    n = 0
+    for k in range(starts.shape[0] - 1):
+        seg = order[starts[k]:starts[k + 1]]
+        seg = seg[np.argsort(-score[seg], kind="mergesort")]  # comparisons: -0.0 ties with 0.0
+        take = min(seg.shape[0], max_dets)
+        kept[n:n + take] = seg[:take]
+        n += take
+    return kept[:n]
+
+
+def _tide_order(dt: pl.DataFrame, max_dets: int) -> np.ndarray:
+    """The rows of ``dt`` in tidecv's per-image order (score, then file order), cut to ``max_dets`` per image."""
+    by_image, starts = file_order_by_image(column_array(dt, "image_id"), column_array(dt, "det_id"))
+    return _capped_by_score(by_image, starts, column_array(dt, "score", np.float64), max_dets)
+
+
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The position in ``ids`` (distinct) of each of ``wanted``, −1 where absent."""
+    if not ids.shape[0]:
+        return np.full(wanted.shape[0], -1, np.int64)
+    if np.all(ids[1:] > ids[:-1]):  # a shard's detections are stored in file order
+        at = np.minimum(np.searchsorted(ids, wanted), ids.shape[0] - 1)
+    else:
+        by_id = np.argsort(ids)
+        at = by_id[np.minimum(np.searchsorted(ids, wanted, sorter=by_id), ids.shape[0] - 1)]
+    return np.where(ids[at] == wanted, at, -1)
 
 
 def _coco_matching(tables: dict, gt: pl.DataFrame):
-    """The detections pycocotools evaluated, in tidecv's per-image order, with their outcome and partner at the
-    protocol's first IoU threshold and area range; the ground truths' matched and ignored flags there."""
+    """The detections pycocotools evaluated, with their outcome and partner at the protocol's first IoU threshold and
+    area range; the ground truths' matched and ignored flags there."""
     bit = lambda column: (pl.col(column).arr.first() & 1) != 0  # noqa: E731 - area 0, threshold 0
     coco_dt = tables["coco_dt"].select(
         "image_id", "category_id", "det_id", "score",
@@ -132,23 +161,41 @@ def _coco_matching(tables: dict, gt: pl.DataFrame):
         pl.col("matched_gt_id").arr.first().alias("partner"))
     coco_gt = tables["coco_gt"].select("gt_id", ((pl.col("ignored_bits") & 1) != 0).alias("crowd"),
                                        bit("matched_bits").alias("used"))
-    dt = _tide_order(coco_dt, np.iinfo(np.int64).max)
-    gt = gt.drop("iscrowd").join(coco_gt, on="gt_id", maintain_order="left")
-    return dt, gt
+    return coco_dt, gt.drop("iscrowd").join(coco_gt, on="gt_id", maintain_order="left")
+
+
+def _pair_arrays(pairs: pl.DataFrame, source: pl.DataFrame, kept: np.ndarray, gt: pl.DataFrame) -> tuple:
+    """``(pair_start, pair_g, pair_iou)``: the pairs of the kept detections (rows ``kept`` of ``source``) by position
+    in ``kept`` (``pair_start[d]`` to ``pair_start[d + 1]``), each detection's in ground-truth row order (the pairs
+    table's: file order)."""
+    d_of_row = np.full(source.height + 1, -1, np.int64)  # the last entry answers −1 (absent)
+    d_of_row[kept] = np.arange(kept.shape[0])
+    d = d_of_row[_positions(column_array(source, "det_id"), column_array(pairs, "det_id"))]
+    g = _positions(column_array(gt, "gt_id"), column_array(pairs, "gt_id"))
+    keep = np.flatnonzero((d >= 0) & (g >= 0))
+    keep = keep[np.argsort(d[keep], kind="stable")]
+    pair_start = np.zeros(kept.shape[0] + 1, np.int64)
+    np.cumsum(np.bincount(d[keep], minlength=kept.shape[0]), out=pair_start[1:])
+    return pair_start, g[keep], column_array(pairs, "iou", np.float64)[keep]
+
+
+def _by_class(category: np.ndarray) -> np.ndarray:
+    """A stable order grouping the rows by class (a radix sort when the ids are small, as COCO's are)."""
+    small = category.shape[0] and 0 <= category.min() and category.max() < 2**15
+    return np.argsort(category.astype(np.int16) if small else category, kind="stable")
 
 
 def tide_shard(tables: dict, protocol: TideProtocol) -> tuple:
     """``(dt rows, gt rows)`` of one shard (schemas :data:`evalengine.schema.TIDE_DT`, ``TIDE_GT``)."""
     gt = tables["gt"].sort("image_id", "gt_order")
     if protocol.coco is None:
-        dt = _tide_order(tables["dt"], protocol.max_dets)
+        source, cap = tables["dt"], protocol.max_dets
         gt = gt.with_columns(pl.col("iscrowd").alias("crowd"), pl.lit(False).alias("used"))
     else:
-        dt, gt = _coco_matching(tables, gt)
-    dt, gt = dt.with_row_index("d"), gt.with_row_index("g")
-    pairs = (tables["pairs"].lazy().join(dt.lazy().select("det_id", "d"), on="det_id")
-             .join(gt.lazy().select("gt_id", "g"), on="gt_id").sort("d", "g").select("d", "g", "iou").collect())
-    pair_start = np.searchsorted(column_array(pairs, "d"), np.arange(dt.height + 1)).astype(np.int64)
+        (source, gt), cap = _coco_matching(tables, gt), np.iinfo(np.int64).max
+    kept = _tide_order(source, cap)
+    dt = source[kept]
+    pair_start, pair_g, pair_iou = _pair_arrays(tables["pairs"], source, kept, gt)
     gt_image, dt_image = column_array(gt, "image_id"), column_array(dt, "image_id")
     groups = merge_groups(gt_image, gt_image, dt_image, dt_image, False)
     gt_cat, gt_crowd, gt_ids = column_array(gt, "category_id"), column_array(gt, "crowd", np.bool_), column_array(gt, "gt_id")
@@ -158,22 +205,24 @@ def tide_shard(tables: dict, protocol: TideProtocol) -> tuple:
         outcome, target = np.zeros(dt.height, np.int8), np.full(dt.height, -1, np.int64)
     else:
         outcome = column_array(dt, "outcome", np.int8).copy()
-        partner = dt.select(pl.col("partner").replace_strict(gt_ids, np.arange(gt.height), default=-1,
-                                                             return_dtype=pl.Int64))
-        target = np.where(outcome == TP, column_array(partner, "partner"), -1)
+        partner = _positions(gt_ids, dt.get_column("partner").fill_null(-1).to_numpy())
+        target = np.where(outcome == TP, partner, -1)
     error, fixes, usable = assign_errors(
         np.ascontiguousarray(groups), dt_cat, column_array(dt, "score", np.float64), gt_cat, gt_crowd, pair_start,
-        column_array(pairs, "g"), column_array(pairs, "iou", np.float64), protocol.pos_threshold,
-        protocol.background_threshold, protocol.coco is None, outcome, target, used)
+        pair_g, pair_iou, protocol.pos_threshold, protocol.background_threshold, protocol.coco is None, outcome,
+        target, used)
     has_target = target >= 0
     safe = np.where(has_target, target, 0)
     fix_category = np.where(error == CLS, gt_cat[safe] if gt.height else dt_cat, dt_cat)
+    rows = _by_class(dt_cat)  # grouped by class: the ΔAP step reads class batches
     dt_rows = pl.DataFrame({
-        **{c: dt.get_column(c) for c in ("image_id", "category_id", "det_id", "score")},
-        "outcome": outcome,
-        "error": error,
-        "target_gt_id": pl.Series(gt_ids[safe] if gt.height else target).set(pl.Series(~has_target), None),
-        "fix_category_id": pl.Series(fix_category).set(pl.Series(~fixes), None),
+        **{c: column_array(dt, c, dtype)[rows] for c, dtype in
+           (("image_id", np.int64), ("category_id", np.int64), ("det_id", np.int64), ("score", np.float64))},
+        "outcome": outcome[rows],
+        "error": error[rows],
+        "target_gt_id": pl.Series((gt_ids[safe] if gt.height else target)[rows]).set(pl.Series(~has_target[rows]),
+                                                                                       None),
+        "fix_category_id": pl.Series(fix_category[rows]).set(pl.Series(~fixes[rows]), None),
     }, schema=schema.TIDE_DT)
     regular = pl.Series(~gt_crowd)
     gt_rows = pl.DataFrame({

@@ -24,23 +24,9 @@ import polars as pl
 
 from evalengine.errors import EvalEngineError
 from evalengine.match.coco import CocoProtocol
+from evalengine.match.groups import counting_order
 
 _EPS = np.spacing(1)
-
-
-@numba.njit(cache=True, nogil=True)
-def group_by_category(cat_index, n_cat):
-    """Row order grouped by category, table order kept within a group (a counting sort), and the groups' starts."""
-    counts = np.zeros(n_cat + 1, np.int64)
-    for c in cat_index:
-        counts[c + 1] += 1
-    starts = np.cumsum(counts)
-    fill = starts[:-1].copy()
-    order = np.empty(cat_index.shape[0], np.int64)
-    for i in range(cat_index.shape[0]):
-        order[fill[cat_index[i]]] = i
-        fill[cat_index[i]] += 1
-    return order, starts
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -51,7 +37,7 @@ def order_by_category(cat_index, n_cat, score, image_id, rank):
     The match table holds each image's detections in rank order (every image lies in one shard, written in
     (category, image, rank) order), so a stable sort by image id already breaks score ties by (image, rank);
     rows of an image out of rank order (a table written otherwise) are sorted by rank first."""
-    order, starts = group_by_category(cat_index, n_cat)
+    order, starts = counting_order(cat_index, n_cat)
     for k in numba.prange(n_cat):
         seg = order[starts[k]:starts[k + 1]]
         seg[:] = seg[np.argsort(image_id[seg], kind="mergesort")]

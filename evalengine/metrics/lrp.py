@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import check_option
-from evalengine.metrics.ap import group_by_category
+from evalengine.match.groups import counting_order
 from evalengine.metrics.outcomes import outcome_batches, ranked_batches, threshold_index
 
 SEARCHES = ("rank", "score", "grid")
@@ -212,7 +212,7 @@ def _rank_search_kernel(cat_index, score, first, second, tp_bits, ignored_bits, 
     its true positives are ranked; every false positive is placed among them by a binary search (no sort of all
     rows). The true positives of any area range are ranked together, so one search serves every area range."""
     n_cat, n_area = n_gt.shape[0], n_gt.shape[1]
-    order, starts = group_by_category(cat_index, n_cat)
+    order, starts = counting_order(cat_index, n_cat)
     bit = np.uint64(1) << np.uint64(t)
     out = np.full((n_cat, n_area, 8), np.nan)
     for c in numba.prange(n_cat):
