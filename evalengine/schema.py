@@ -62,6 +62,8 @@ RUNS = {
     "kind": pl.String,
     "source": pl.String,
     "n_detections": pl.Int64,
+    # KEY=VALUE labels of the run (its model, perturbation, …; see evalengine.store.tags), sorted by key
+    "tags": pl.List(pl.Struct({"key": pl.String, "value": pl.String})),
 }
 
 # a proposal as read: 1-based position in the source, the score and category if given (null otherwise; the
@@ -155,6 +157,20 @@ def gt_matches_schema(n_areas: int) -> dict:
         "matched_bits": pl.Array(pl.UInt64, n_areas),
     }
 
+def analyze_dt_schema(n_areas: int) -> dict:
+    """COCO analyze (:mod:`evalengine.match.analyze`): one row per evaluated detection; ``tp_bits[a]`` /
+    ``ignored_bits[a]`` hold bit ``t`` set when it is a true positive / ignored in the evaluation of curve ``t``
+    (``MATCHED``: Loc, C50, C75, Sim, Oth) in area range ``a``; neither is a false positive."""
+    kept = ("image_id", "category_id", "det_id", "score", "dt_rank", "tp_bits", "ignored_bits")
+    return {name: dtype for name, dtype in dt_matches_schema(n_areas, 1).items() if name in kept}
+
+
+def analyze_gt_schema() -> dict:
+    """One row per ground truth of an evaluated category; ``ignored_bits`` bit ``a``: ignored in area range ``a`` by
+    MATLAB's rule (crowd, ``ignore`` set, or area outside)."""
+    return {name: dtype for name, dtype in gt_matches_schema(1).items() if name != "matched_bits"}
+
+
 # candidate pairs (:mod:`evalengine.match.pairs`): every (detection, ground truth) pair of any classes in an image
 # with box IoU >= the protocol's ``min_iou`` (crowd: intersection over the detection's area, as pycocotools)
 PAIRS = {
@@ -189,6 +205,34 @@ TIDE_GT = {
     "gt_id": pl.Int64,
     "used": pl.Boolean,
     "missed": pl.Boolean,
+}
+
+# Borji & Iranmanesh's diagnosis (:mod:`evalengine.match.borji`): one row per detection of an evaluated category;
+# ``label`` the code of ``tp``, ``cls_bg``, ``loc``, ``dup``, ``ignored`` (in that order, from 0); ``target_gt_id`` the
+# matched target (tp), the snap target (loc), the target of largest IoU (cls_bg, dup; null if none overlaps) or the
+# crowd region (ignored); ``matched_gt_id`` the S3 partner (null: removed at S3); ``iou_max`` the largest IoU with a
+# target of the original box; ``area`` the area its size is attributed by (the target's; a cls_bg or ignored one's own)
+BORJI_DT = {
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "det_id": pl.Int64,
+    "score": pl.Float64,
+    "label": pl.Int8,
+    "target_gt_id": pl.Int64,
+    "matched_gt_id": pl.Int64,
+    "iou_max": pl.Float64,
+    "area": pl.Float64,
+}
+
+# one row per ground truth of an evaluated category: ``label`` the code of ``matched``, ``miss``, ``ignored`` (crowd);
+# ``matched_det_id`` its S3 partner
+BORJI_GT = {
+    "image_id": pl.Int64,
+    "category_id": pl.Int64,
+    "gt_id": pl.Int64,
+    "area": pl.Float64,
+    "label": pl.Int8,
+    "matched_det_id": pl.Int64,
 }
 
 # the confusion matrix's cells (:mod:`evalengine.match.confusion`): one row per counted object — a kept detection

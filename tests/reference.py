@@ -10,13 +10,16 @@ from pycocotools.cocoeval import COCOeval
 
 
 def pycocotools_eval(gt: dict, dt: list, use_cats=True, max_dets=None, iou_thresholds=None, area_ranges=None,
-                     recall_thresholds=None, image_ids=None, category_ids=None) -> COCOeval:
+                     recall_thresholds=None, image_ids=None, category_ids=None, evaluator=COCOeval,
+                     summarize=True) -> COCOeval:
+    """``evaluator`` (COCOeval or a subclass) run on copies of ``gt`` and ``dt``; ``summarize`` needs pycocotools'
+    three max dets."""
     with contextlib.redirect_stdout(io.StringIO()):
         coco_gt = COCO()
         coco_gt.dataset = copy.deepcopy(gt)
         coco_gt.createIndex()
         coco_dt = coco_gt.loadRes(copy.deepcopy(dt))
-        ev = COCOeval(coco_gt, coco_dt, "bbox")
+        ev = evaluator(coco_gt, coco_dt, "bbox")
         ev.params.useCats = int(use_cats)
         if max_dets is not None:
             ev.params.maxDets = list(max_dets)
@@ -33,7 +36,8 @@ def pycocotools_eval(gt: dict, dt: list, use_cats=True, max_dets=None, iou_thres
             ev.params.areaRngLbl = [label for label, _, _ in area_ranges]
         ev.evaluate()
         ev.accumulate()
-        ev.summarize()
+        if summarize:
+            ev.summarize()
     return ev
 
 

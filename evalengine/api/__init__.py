@@ -43,6 +43,7 @@ from evalengine.store.location import location
 from evalengine.store.paths import NAME_RULE, check_name
 from evalengine.store.ranking import ORDERINGS, ProposalOrder, ProposalRun
 from evalengine.store.shards import scan_shards
+from evalengine.store.tags import check_tags, parse_tags
 from evalengine.store.sharding import PROPOSALS_PER_SHARD, default_shard_count
 
 # what the front doors declare their options from (the command is built on this module alone)
@@ -89,13 +90,15 @@ class Store:
         self.layout.check_proposal_run(run)
         return scan_shards(self.layout.paths.proposals(run))
 
-    def add_run(self, dt_path, run: str, overwrite: bool = False, progress=None) -> "Store":
-        """Add a detection run (a model, or a model under a perturbation) to this store; returns the store."""
+    def add_run(self, dt_path, run: str, overwrite: bool = False, progress=None, tags: dict | None = None) -> "Store":
+        """Add a detection run (a model, or a model under a perturbation) to this store, with its ``tags``
+        (``{"model": "frcnn", "perturbation": "blur"}``, see :mod:`evalengine.store.tags`); returns the store."""
         check_name("run", run)
+        check_tags(tags or {})
         dataset = CocoDataset(images=self.images().collect(), categories=self.categories().collect(),
                               gt=pl.DataFrame(schema=schema.GT))
         return Store(add_run(self.layout, run, iter_detections(dt_path, dataset), provenance={run: str(dt_path)},
-                             overwrite=overwrite, progress=progress))
+                             overwrite=overwrite, progress=progress, tags=tags))
 
     def add_proposals(self, path, run: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
                       box_convention: str = "continuous", overwrite: bool = False, progress=None) -> "Store":
@@ -329,3 +332,9 @@ from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, 
                                 evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
 from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, tide, tide_summary  # noqa: E402
 from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402
+from evalengine.api.upper_bound import UPPER_BOUND_RUN, UpperBound, upper_bound, upper_bound_output  # noqa: E402
+from evalengine.api.invariance import INVARIANCE_METRICS, Invariance, invariance, invariance_output  # noqa: E402
+from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzeProtocol, AnalyzeResult,  # noqa: E402
+                                     analyze, analyze_scope, analyze_table)
+from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
+                                  BorjiProtocol, borji, borji_summary)

@@ -34,7 +34,8 @@ def _cmd_evaluate(args) -> str:
 def _cmd_add_run(args) -> str:
     timed = options.phases(args)
     with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
-        store = api.open(args.store).add_run(args.dt, args.run, overwrite=args.overwrite, progress=advance)
+        store = api.open(args.store).add_run(args.dt, args.run, overwrite=args.overwrite, progress=advance,
+                                             tags=api.parse_tags(args.tag))
     return options.profiled(args, timed, f"store: {store.path} (runs: {', '.join(store.runs)})")
 
 
@@ -95,6 +96,8 @@ def add_add_run(sub) -> None:
     add_run.add_argument("--run", required=True, help="name of the new run")
     add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
     add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
+    add_run.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                         help="label the run (repeatable), e.g. --tag model=frcnn --tag perturbation=blur")
     options.run_args(add_run)
 
 

@@ -53,7 +53,10 @@ def _cmd_plot(args) -> str:
     if args.kind in ("tide", "confusion"):
         return _save(args, target, _diagnosis_figure(args, store, runs))
     protocol = options.protocol(args)
-    if args.kind == "pr":
+    if args.kind == "borji":
+        diagnosis = api.borji(store, runs[0], variant=args.variant, protocol=api.BorjiProtocol(coco=protocol))
+        figure = plots.borji_diagnosis(diagnosis.table(("AP", "AP50")), diagnosis.error_counts())
+    elif args.kind == "pr":
         evaluation = store.evaluate(protocol, run=runs[0])
         names = dict(store.categories().select("category_id", "name").collect().iter_rows())
         figure = plots.pr_curves(evaluation.precision_recall(), names, args.categories, args.iou)
@@ -64,6 +67,12 @@ def _cmd_plot(args) -> str:
         names = dict(store.categories().select("category_id", "name").collect().iter_rows())
         draw = plots.lrp_curves if args.kind == "lrp" else plots.pr_operating_points
         figure = draw(points, names, args.categories)
+    elif args.kind == "analyze":
+        if args.categories and (len(args.categories) > 1 or args.supercategory is not None):
+            raise EvalEngineError("plot analyze: one category (--categories ID) or one --supercategory, not more")
+        result = api.analyze(store, run=runs[0]).result
+        rows, name = api.analyze_scope(result, args.categories[0] if args.categories else None, args.supercategory)
+        figure = plots.analyze_pr(rows, name)
     elif args.kind == "ap-by-size":
         figure = plots.ap_by_size({run: store.evaluate(protocol, run=run).summary() for run in runs})
     else:
@@ -130,13 +139,16 @@ def add_plot(sub) -> None:
     plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
                                  "differences, LRP and its components against the score threshold, precision-recall "
                                  "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, "
-                                 "TIDE's errors, the confusion heat map",
-                                 _cmd_plot)
+                                 "COCO analyze's stacked PR areas, Borji's cumulative error diagnosis, TIDE's errors, "
+                                 "the confusion heat map", _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "lrp", "pr-optimal",
-                                       "proposal-recall-iou", "ar-budget", "tide", "confusion"])
+                                       "proposal-recall-iou", "ar-budget", "analyze", "borji", "tide", "confusion"])
     _out_args(plot, "image file (.png, .pdf, .svg), outside the store", required=True)
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
-    plot.add_argument("--categories", type=int, nargs="+", default=None, help="pr, lrp, pr-optimal: one curve per category id")
+    plot.add_argument("--categories", type=int, nargs="+", default=None,
+                      help="pr, lrp, pr-optimal: one curve per category id; analyze: the category drawn")
+    plot.add_argument("--supercategory", default=None, help="analyze: the mean over this supercategory's categories "
+                                                           "(default: over all categories)")
     plot.add_argument("--iou", type=float, default=0.5,
                       help="pr with --categories, lrp, pr-optimal, confusion: the IoU threshold (one of the "
                            "protocol's)")
@@ -144,6 +156,7 @@ def add_plot(sub) -> None:
                       help="confusion: keep detections with score >= this (default 0.05)")
     plot.add_argument("--normalize", action="store_true", help="confusion: row fractions instead of counts")
     plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")
+    plot.add_argument("--variant", choices=api.BORJI_VARIANTS, default="borji_ref", help="borji: the diagnosis' variant")
     options.protocol_args(plot)
 
 

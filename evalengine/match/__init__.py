@@ -4,6 +4,8 @@ Similarity comes from :mod:`evalengine.geometry`; the assignment kernels (``gree
 detection score; ``greedy_iou``: Hosang's greedy by largest IoU) are shared by the protocols that need them.
 """
 
+from evalengine.match.analyze import AnalyzeProtocol
+from evalengine.match.borji import BorjiProtocol
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.confusion import ConfusionProtocol
 from evalengine.match.pairs import PairsProtocol
@@ -14,4 +16,4 @@ from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
 PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
-             ConfusionProtocol)
+             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol)

@@ -46,6 +46,8 @@ class CocoProtocol(Protocol):
     ``area_ranges`` are ``(label, lo, hi)`` with both bounds inclusive, as in pycocotools.
     ``zero_id_quirk`` reproduces pycocotools counting a match to ground-truth id 0 as unmatched;
     set it to False for the corrected behaviour. ``iou_type`` chooses the similarity step (:data:`SIMILARITY`).
+    ``ignore_flag`` honours the annotations' ``ignore`` field as MATLAB's ``CocoEval.evaluateImg`` does (ignored:
+    crowd, or ``ignore``, or area outside); pycocotools overwrites that field with ``iscrowd`` (False, the default).
     """
 
     iou_thresholds: tuple = COCO_IOU_THRESHOLDS
@@ -55,6 +57,7 @@ class CocoProtocol(Protocol):
     use_cats: bool = True
     zero_id_quirk: bool = True
     iou_type: str = "bbox"
+    ignore_flag: bool = False
     name: ClassVar[str] = "coco"
     sides: ClassVar[tuple] = ("dt", "gt")
     table_version: ClassVar[int] = 2  # 2: ``area_iou``
@@ -95,8 +98,9 @@ class CocoProtocol(Protocol):
             "max_det_cap": self.max_det_cap,
             "use_cats": self.use_cats,
             "zero_id_quirk": self.zero_id_quirk,
-            # recorded only when it is not bbox, so that the stores written before it keep their keys
+            # recorded only when they are not the defaults, so that the stores written before them keep their keys
             **({} if self.iou_type == "bbox" else {"iou_type": self.iou_type}),
+            **({"ignore_flag": True} if self.ignore_flag else {}),
         }
 
     def description(self) -> dict:
@@ -192,6 +196,35 @@ def _box_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, gr
 SIMILARITY = {"bbox": _box_similarity}
 
 
+def assign(blocks, groups: tuple, rules: tuple, n_dt: int, n_gt: int) -> tuple:
+    """:func:`~evalengine.match.greedy_score.assign_by_score` over every group, ``blocks(lo, hi)`` giving the
+    similarity of groups ``[lo, hi)`` in chunks of bounded size; its ``out`` arrays. ``rules``: :func:`rules`."""
+    n_thr, n_area = len(rules[5]), len(rules[6])
+    out = (np.zeros((n_dt, n_area), np.uint64), np.zeros((n_dt, n_area), np.uint64),
+           np.full((n_dt, n_thr), -1, np.int64), np.zeros((n_dt, n_thr)), np.full((n_dt, n_area), np.nan),
+           np.zeros(n_gt, np.uint64), np.zeros((n_gt, n_area), np.uint64))
+    for lo, hi in block_chunks(groups[1], groups[3]):
+        values, offsets = blocks(lo, hi)
+        assign_by_score(values, offsets, lo, hi, *groups, *rules, out)
+    return out
+
+
+def rules(gt: pl.DataFrame, gt_ignore: np.ndarray, dt_area: np.ndarray, iou_thresholds, protocol) -> tuple:
+    """The matching rules :func:`assign_by_score` reads beside the blocks, for ground truths ``gt`` (``gt_ignore``:
+    flagged ignored beyond crowd and area) and detections of areas ``dt_area``."""
+    return (column_array(gt, "area", np.float64), column_array(gt, "iscrowd", np.bool_), gt_ignore,
+            column_array(gt, "gt_id") == 0, dt_area, np.array(iou_thresholds, np.float64),
+            np.array([r[1] for r in protocol.area_ranges]), np.array([r[2] for r in protocol.area_ranges]),
+            protocol.zero_id_quirk)
+
+
+def ignore_flags(gt: pl.DataFrame, honoured: bool) -> np.ndarray:
+    """The annotations' ``ignore`` field (null: 0) where it is ``honoured`` (MATLAB), else none (pycocotools)."""
+    if not honoured:
+        return np.zeros(gt.height, np.bool_)
+    return gt.get_column("ignore").fill_null(False).to_numpy().astype(np.bool_)
+
+
 def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol):
     """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`)."""
     gt = prepare_gt(gt, category_ids, protocol.use_cats)
@@ -199,20 +232,13 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     first, second = ("category_id", "image_id") if protocol.use_cats else ("image_id", "category_id")
     groups = merge_groups(column_array(gt, first), column_array(gt, second), column_array(dt, first), column_array(dt, second),
                           protocol.use_cats)
-    gt_start, gt_len, dt_start, dt_len = (np.ascontiguousarray(groups[:, i]) for i in range(4))
+    groups = tuple(np.ascontiguousarray(groups[:, i]) for i in range(4))
     n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
-    out = (np.zeros((dt.height, n_area), np.uint64), np.zeros((dt.height, n_area), np.uint64),
-           np.full((dt.height, n_thr), -1, np.int64), np.zeros((dt.height, n_thr)), np.full((dt.height, n_area), np.nan),
-           np.zeros(gt.height, np.uint64), np.zeros((gt.height, n_area), np.uint64))
-    gt_crowd, gt_area = column_array(gt, "iscrowd", np.bool_), column_array(gt, "area", np.float64)
     gt_ids = column_array(gt, "gt_id")
-    rules = (gt_area, gt_crowd, gt_ids == 0, column_array(dt, "area", np.float64), np.array(protocol.iou_thresholds),
-             np.array([r[1] for r in protocol.area_ranges]), np.array([r[2] for r in protocol.area_ranges]),
-             protocol.zero_id_quirk)
-    blocks = SIMILARITY[protocol.iou_type](gt, dt, gt_crowd, (gt_start, gt_len, dt_start, dt_len))
-    for lo, hi in block_chunks(gt_len, dt_len):
-        values, offsets = blocks(lo, hi)
-        assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, *rules, out)
+    matching = rules(gt, ignore_flags(gt, protocol.ignore_flag), column_array(dt, "area", np.float64),
+                     protocol.iou_thresholds, protocol)
+    blocks = SIMILARITY[protocol.iou_type](gt, dt, matching[1], groups)
+    out = assign(blocks, groups, matching, dt.height, gt.height)
     dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
     has_partner = dt_partner >= 0
     partner_id = gt_ids[np.where(has_partner, dt_partner, 0)] if gt.height else dt_partner

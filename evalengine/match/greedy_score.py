@@ -1,12 +1,13 @@
 """Greedy assignment by detection score (pycocotools ``evaluateImg``), over precomputed similarity blocks.
 
 Per group the detections come sorted by score and cut to the cap. For every area range the ground truths are
-stably reordered, regular before ignored, and for every IoU threshold each detection in turn takes the best
-still-free ground truth with similarity >= threshold, where:
+stably reordered, regular before ignored (crowd, flagged in ``gt_ignore``, or area outside the range; pycocotools
+flags nothing there, MATLAB's ``CocoEval`` the annotations' ``ignore`` field), and for every IoU threshold each
+detection in turn takes the best still-free ground truth with similarity >= threshold, where:
 
 - a later ground truth with equal similarity wins (the running threshold is raised to the best value);
 - once matched to a regular ground truth, the search stops at the ignored ones;
-- a crowd ground truth can absorb any number of detections;
+- a crowd ground truth can absorb any number of detections (an ignored one that is not crowd, one only);
 - a detection matched to an ignored ground truth is ignored, and an unmatched detection whose own area is
   outside the range is ignored, not a false positive;
 - pycocotools stores the partner's id and tests it for truth, so with ``zero_id_quirk`` a match to ground-truth
@@ -24,8 +25,8 @@ _ONE = np.uint64(1)
 
 
 @numba.njit(cache=True, nogil=True)
-def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, gt_area, gt_crowd, gt_zero_id,
-                    dt_area, iou_thr, area_lo, area_hi, zero_id_quirk, out):
+def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, gt_area, gt_crowd, gt_ignore,
+                    gt_zero_id, dt_area, iou_thr, area_lo, area_hi, zero_id_quirk, out):
     """Assign groups ``[lo, hi)`` from their blocks (:func:`evalengine.geometry.box_iou.box_iou_blocks`'s layout);
     ``out`` = (dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched), written in place."""
     dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
@@ -50,7 +51,8 @@ def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len,
             area_bit = _ONE << np.uint64(a)
             n_regular = 0
             for g in range(ng):
-                if gt_crowd[g0 + g] or gt_area[g0 + g] < area_lo[a] or gt_area[g0 + g] > area_hi[a]:
+                outside = gt_area[g0 + g] < area_lo[a] or gt_area[g0 + g] > area_hi[a]
+                if gt_crowd[g0 + g] or gt_ignore[g0 + g] or outside:
                     gt_ignored[g0 + g] |= area_bit
                 else:
                     order[n_regular] = g

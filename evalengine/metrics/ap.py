@@ -171,9 +171,10 @@ class Accumulation:
 ACCUMULATE_BATCH_ROWS = 4_000_000  # detections held at once; categories are accumulated in batches
 
 
-def _bits(column: pl.Series, width: int) -> np.ndarray:
-    """An Array(UInt64, width) column as a (rows, width) array, without a per-row conversion."""
-    return column.to_arrow().flatten().to_numpy().reshape(-1, width)
+def array_values(column: pl.Series, width: int) -> np.ndarray:
+    """An ``Array(dtype, width)`` column (no null rows; a null item of a float array becomes NaN) as a
+    (rows, width) array, without a per-row conversion."""
+    return column.to_arrow().flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
 
 
 def regular_gt_counts(gt_matches: pl.LazyFrame, category_ids, protocol: CocoProtocol) -> np.ndarray:
@@ -214,6 +215,10 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
                image_ids=None) -> Accumulation:
     """pycocotools ``accumulate`` over a match table, a batch of categories at a time.
 
+    ``protocol`` gives ``area_ranges``, ``max_dets``, ``recall_thresholds``, ``use_cats`` and ``iou_thresholds``, one
+    per bit of the table's ``tp_bits`` / ``ignored_bits``: a :class:`CocoProtocol`, or another protocol whose table
+    holds one evaluation per bit (:class:`~evalengine.match.analyze.AnalyzeProtocol`).
+
     ``image_ids`` restricts it to those images: pycocotools matches every image on its own, so this equals
     a run with ``params.imgIds`` set to them, without matching again. ``category_ids`` plays the part of
     ``params.catIds``.
@@ -246,8 +251,8 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
         rank = frame.get_column("dt_rank").to_numpy().astype(np.int64)
         order, starts = order_by_category(cat_index, k_hi - k_lo, score,
                                            frame.get_column("image_id").to_numpy().astype(np.int64), rank)
-        ranked = _gather(order, rank, _bits(frame.get_column("tp_bits"), n_area),
-                         _bits(frame.get_column("ignored_bits"), n_area), score)
+        ranked = _gather(order, rank, array_values(frame.get_column("tp_bits"), n_area),
+                         array_values(frame.get_column("ignored_bits"), n_area), score)
         result = _accumulate_kernel(
             starts, *ranked, n_regular_gt[k_lo:k_hi], np.array(protocol.max_dets, dtype=np.int64), n_thr,
             np.array(protocol.recall_thresholds), want_curve,

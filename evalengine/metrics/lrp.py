@@ -1,12 +1,14 @@
 """Optimal LRP (Oksuz et al., "Localization Recall Precision", ECCV'18 and TPAMI'21) as a prefix query over a
-match table: one sorted cumulative pass per category and area range, no re-matching (spec-detection §2.6).
+match table: one cumulative pass per category and area range, no re-matching (spec-detection §2.6).
 
 ``LRP = (Σ_TP (1 − IoU) / (1 − τ) + N_FP + N_FN) / (N_TP + N_FP + N_FN)`` over the detections above a score
 threshold; oLRP is its minimum, found by one of three searches:
 
 - ``rank`` (default, the official TPAMI'21 code, kemaloksuz/LRP-Error ``accumulate``): the minimum over rank
   prefixes of pycocotools' order, tied scores split as its cumulative arrays split them; the localisation total is
-  ``N_TP − Σ IoU`` and the first minimal rank wins; the threshold is the score at that rank;
+  ``N_TP − Σ IoU`` and the first minimal rank wins; the threshold is the score at that rank. Only the true
+  positives are sorted (a prefix ending with a false positive never scores less, rounding aside), so it reads the
+  match table in its own order: cheaper than the accumulation of AP;
 - ``score``: the same arithmetic, but only prefixes that end a run of equal scores (a score threshold keeps ties
   together, §2.6's reading);
 - ``grid`` (the ECCV'18 code, cancam/LRP ``cocoevalLRP.py``): thresholds ``np.linspace(0, 1, 101)``, detections
@@ -27,7 +29,8 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import check_option
-from evalengine.metrics.outcomes import ranked_batches, threshold_index
+from evalengine.match.groups import counting_order
+from evalengine.metrics.outcomes import outcome_batches, ranked_batches, threshold_index
 
 SEARCHES = ("rank", "score", "grid")
 COMPARES = (">=", ">")
@@ -84,8 +87,9 @@ def _pairwise_sum(values, lo, n):
 
 
 @numba.njit(cache=True, nogil=True)
-def _prefix_optimum(score, tp, ignored, iou, lo, hi, n_gt, tau, ties_whole):
-    """``rank``/``score`` search over rows ``lo:hi`` (one category, one area range), in the official arithmetic."""
+def _score_optimum(score, tp, ignored, iou, lo, hi, n_gt, tau):
+    """``score`` search over ranked rows ``lo:hi`` (one category, one area range), in the official arithmetic: the
+    prefixes that end a run of equal scores."""
     best, best_at, tp_n, fp_n, iou_sum = np.inf, -1, 0, 0, 0.0
     best_tp = best_fp = 0
     best_loc = 0.0
@@ -95,7 +99,7 @@ def _prefix_optimum(score, tp, ignored, iou, lo, hi, n_gt, tau, ties_whole):
             iou_sum += iou[i]
         elif not ignored[i]:
             fp_n += 1
-        if ties_whole and i + 1 < hi and score[i + 1] == score[i]:
+        if i + 1 < hi and score[i + 1] == score[i]:
             continue
         fn_n = n_gt - tp_n
         loc = tp_n - iou_sum
@@ -112,6 +116,142 @@ def _prefix_optimum(score, tp, ignored, iou, lo, hi, n_gt, tau, ties_whole):
     out[3] = (n_gt - best_tp) / n_gt
     out[4] = score[best_at]
     out[5], out[6], out[7] = best_tp, best_fp, n_gt - best_tp
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _before(score, first, second, i, j):
+    """Row ``i`` ranks before row ``j``: higher score, then the protocol's tie keys (pycocotools' mergesort order)."""
+    if score[i] != score[j]:
+        return score[i] > score[j]
+    if first[i] != first[j]:
+        return first[i] < first[j]
+    return second[i] < second[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _in_ranking_order(rows, score, first, second):
+    """``rows`` sorted into the ranking order (stable sorts by the last key first)."""
+    rows = rows[np.argsort(second[rows], kind="mergesort")]
+    rows = rows[np.argsort(first[rows], kind="mergesort")]
+    return rows[np.argsort(-score[rows], kind="mergesort")]
+
+
+@numba.njit(cache=True, nogil=True)
+def _ranked_before(ranked, score, first, second, r):
+    """How many of ``ranked`` (rows in ranking order) rank before row ``r``: a binary search."""
+    lo, hi = 0, ranked.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _before(score, first, second, ranked[mid], r):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, nogil=True)
+def _fp_score(rows, score, first, second, tp_bits, ignored_bits, a, bit, tps, gap, k):
+    """The score of the ``k``-th false positive (1-based, in ranking order) among those after ``gap`` true
+    positives (``tps``: area ``a``'s true positives in ranking order)."""
+    picked = np.empty(rows.shape[0], np.int64)
+    n = 0
+    for r in rows:
+        if not (tp_bits[r, a] & bit or ignored_bits[r, a] & bit) and _ranked_before(tps, score, first, second, r) == gap:
+            picked[n] = r
+            n += 1
+    return score[_in_ranking_order(picked[:n], score, first, second)[k - 1]]
+
+
+@numba.njit(cache=True, nogil=True)
+def _rank_optimum(rows, score, first, second, tp_bits, ignored_bits, iou, a, bit, tps, gaps, top, n_gt, tau):
+    """The ``rank`` search over one category and area range, in the official arithmetic, from its true positives
+    ``tps`` in ranking order and ``gaps[p]``, the false positives ranked between the ``p``-th and the next.
+
+    A prefix ending with a false positive scores at least the prefix before it (LRP <= 1), and a prefix ending with
+    an ignored detection the same: the minimum is at a true positive, or at the first row (LRP exactly 1) — unless
+    LRP is so near 1 that rounding lets a false positive's prefix win; those prefixes are then evaluated too."""
+    out = np.full(8, np.nan)
+    if tps.shape[0] == 0:  # no detection, or no true positive: the official code's convention
+        out[0], out[3], out[5], out[6], out[7] = 1.0, 1.0, 0, 0, n_gt
+        return out
+    best, best_tp, best_fp, best_loc, best_score = np.inf, 0, 0, 0.0, np.nan
+    best_gap, best_k = -1, 0
+    if not tp_bits[top, a] & bit:  # the first row's prefix: (FP + G) / (FP + G)
+        best, best_fp, best_score = 1.0, 0 if ignored_bits[top, a] & bit else 1, score[top]
+    tp_n, fp_n, iou_sum = 0, gaps[0], 0.0
+    for p in range(tps.shape[0]):
+        tp_n += 1
+        iou_sum += iou[tps[p], a]
+        fn_n = n_gt - tp_n
+        loc = tp_n - iou_sum
+        lrp = (loc / (1 - tau) + fp_n + fn_n) / (tp_n + fp_n + fn_n)
+        if lrp < best:
+            best, best_tp, best_fp, best_loc, best_score, best_gap = lrp, tp_n, fp_n, loc, score[tps[p]], -1
+        gap = gaps[p + 1]
+        if gap and 1 - lrp < (tp_n + fp_n + gap + fn_n) * 1e-12:
+            for k in range(1, gap + 1):
+                value = (loc / (1 - tau) + (fp_n + k) + fn_n) / (tp_n + (fp_n + k) + fn_n)
+                if value < best:
+                    best, best_tp, best_fp, best_loc, best_gap, best_k = value, tp_n, fp_n + k, loc, p + 1, k
+        fp_n += gap
+    if best_gap >= 0:
+        best_score = _fp_score(rows, score, first, second, tp_bits, ignored_bits, a, bit, tps, best_gap, best_k)
+    out[0] = best
+    out[1] = best_loc / best_tp if best_tp else np.nan
+    out[2] = best_fp / (best_tp + best_fp) if best_tp + best_fp else np.nan
+    out[3] = (n_gt - best_tp) / n_gt
+    out[4] = best_score
+    out[5], out[6], out[7] = best_tp, best_fp, n_gt - best_tp
+    return out
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _rank_search_kernel(cat_index, score, first, second, tp_bits, ignored_bits, iou, t, n_gt, tau):
+    """The ``rank`` search over rows in table order, ``[K, A, 8]`` as :func:`_ranked_search_kernel`: per category only
+    its true positives are ranked; every false positive is placed among them by a binary search (no sort of all
+    rows). The true positives of any area range are ranked together, so one search serves every area range."""
+    n_cat, n_area = n_gt.shape[0], n_gt.shape[1]
+    order, starts = counting_order(cat_index, n_cat)
+    bit = np.uint64(1) << np.uint64(t)
+    out = np.full((n_cat, n_area, 8), np.nan)
+    for c in numba.prange(n_cat):
+        rows = order[starts[c]:starts[c + 1]]
+        hits = np.empty(rows.shape[0], np.int64)
+        n_hits = 0
+        top = rows[0] if rows.shape[0] else -1
+        for r in rows:
+            if _before(score, first, second, r, top):
+                top = r
+            for a in range(n_area):
+                if tp_bits[r, a] & bit:
+                    hits[n_hits] = r
+                    n_hits += 1
+                    break
+        hits = _in_ranking_order(hits[:n_hits], score, first, second)
+        tp_rank = np.zeros((n_area, n_hits + 1), np.int64)  # [a, u]: area a's true positives among hits[:u]
+        for u in range(n_hits):
+            for a in range(n_area):
+                tp_rank[a, u + 1] = tp_rank[a, u] + (tp_bits[hits[u], a] & bit != 0)
+        gaps = np.zeros((n_area, n_hits + 1), np.int64)
+        for r in rows:
+            u = -1
+            for a in range(n_area):
+                if not (tp_bits[r, a] & bit or ignored_bits[r, a] & bit):
+                    if u < 0:
+                        u = _ranked_before(hits, score, first, second, r)
+                    gaps[a, tp_rank[a, u]] += 1
+        for a in range(n_area):
+            if n_gt[c, a] == 0:
+                continue
+            tps = np.empty(tp_rank[a, n_hits], np.int64)
+            n = 0
+            for u in range(n_hits):
+                if tp_bits[hits[u], a] & bit:
+                    tps[n] = hits[u]
+                    n += 1
+            out[c, a] = _rank_optimum(rows, score, first, second, tp_bits, ignored_bits, iou, a, bit, tps, gaps[a],
+                                      top, n_gt[c, a], tau)
     return out
 
 
@@ -152,9 +292,9 @@ def _grid_optimum(score, tp, ignored, iou, lo, hi, n_gt, tau, grid, strict):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _optimal_lrp_kernel(starts, score, tp, ignored, iou, n_gt, tau, search, grid, strict):
-    """``[K, A, 8]``: oLRP, loc, fp, fn, threshold, N_TP, N_FP, N_FN at the optimum per (category, area range);
-    NaN rows where the category has no regular ground truth."""
+def _ranked_search_kernel(starts, score, tp, ignored, iou, n_gt, tau, grid_search, grid, strict):
+    """The ``score`` (or ``grid``) search over ranked rows, ``[K, A, 8]``: oLRP, loc, fp, fn, threshold, N_TP, N_FP,
+    N_FN at the optimum per (category, area range); NaN rows where the category has no regular ground truth."""
     n_cat, n_area = starts.shape[0] - 1, tp.shape[1]
     out = np.full((n_cat, n_area, 8), np.nan)
     for k in numba.prange(n_cat * n_area):
@@ -162,10 +302,10 @@ def _optimal_lrp_kernel(starts, score, tp, ignored, iou, n_gt, tau, search, grid
         if n_gt[c, a] == 0:
             continue
         lo, hi = starts[c], starts[c + 1]
-        if search == 2:
+        if grid_search:
             out[c, a] = _grid_optimum(score, tp[:, a], ignored[:, a], iou[:, a], lo, hi, n_gt[c, a], tau, grid, strict)
         else:
-            out[c, a] = _prefix_optimum(score, tp[:, a], ignored[:, a], iou[:, a], lo, hi, n_gt[c, a], tau, search == 1)
+            out[c, a] = _score_optimum(score, tp[:, a], ignored[:, a], iou[:, a], lo, hi, n_gt[c, a], tau)
     return out
 
 
@@ -213,9 +353,15 @@ def optimal_lrp(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids
     n_area = len(protocol.area_ranges) if t == 0 else 1
     tau = protocol.iou_thresholds[t]
     parts = []
-    for batch in ranked_batches(dt_matches, gt_matches, category_ids, protocol, t, n_area, image_ids):
-        values = _optimal_lrp_kernel(batch.starts, batch.score, batch.tp, batch.ignored, batch.iou, batch.n_gt, tau,
-                                     SEARCHES.index(search), SCORE_GRID, compare == ">")
+    batches = (outcome_batches if search == "rank" else ranked_batches)(
+        dt_matches, gt_matches, category_ids, protocol, t, n_area, image_ids)
+    for batch in batches:
+        if search == "rank":
+            values = _rank_search_kernel(batch.cat_index, batch.score, batch.first, batch.second, batch.tp_bits,
+                                         batch.ignored_bits, batch.iou, t, batch.n_gt, tau)
+        else:
+            values = _ranked_search_kernel(batch.starts, batch.score, batch.tp, batch.ignored, batch.iou, batch.n_gt,
+                                           tau, search == "grid", SCORE_GRID, compare == ">")
         k, a = np.indices(values.shape[:2]).reshape(2, -1)
         parts.append(pl.DataFrame({
             "category_id": batch.category_ids[k],

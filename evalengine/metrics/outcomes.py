@@ -11,15 +11,34 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import ProtocolError
-from evalengine.metrics.ap import _bits, category_batches, order_by_category, regular_gt_counts
+from evalengine.metrics.ap import array_values, category_batches, order_by_category, regular_gt_counts
 
 BATCH_ROWS = 4_000_000  # detections held at once
 
 
 @dataclass(frozen=True)
+class OutcomeBatch:
+    """Categories ``category_ids``; rows in table order: ``cat_index`` (into ``category_ids``), ``score``, the
+    protocol's two tie keys ``first`` and ``second``, per area range the stored ``tp_bits`` and ``ignored_bits`` (bit
+    ``t``: the outcome at IoU threshold ``t``) and ``iou`` (the partner's IoU at ``t``; arbitrary without one);
+    ``n_gt[k, a]`` regular ground truths."""
+
+    category_ids: np.ndarray
+    cat_index: np.ndarray
+    score: np.ndarray
+    first: np.ndarray
+    second: np.ndarray
+    tp_bits: np.ndarray
+    ignored_bits: np.ndarray
+    iou: np.ndarray
+    n_gt: np.ndarray
+    t: int
+
+
+@dataclass(frozen=True)
 class RankedBatch:
     """Categories ``category_ids`` (rows ``starts[k]:starts[k + 1]`` are category ``k``'s), arrays by row and area
-    range: ``tp``, ``ignored`` (bool) and ``iou`` (the partner's IoU, NaN without one); ``n_gt[k, a]`` regular
+    range: ``tp``, ``ignored`` (bool) and ``iou`` (a true positive's IoU, NaN elsewhere); ``n_gt[k, a]`` regular
     ground truths."""
 
     category_ids: np.ndarray
@@ -44,7 +63,7 @@ def threshold_index(protocol, iou_threshold: float | None) -> int:
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _gather(order, score, tp_bits, ignored_bits, partner_iou, t):
-    """The rows in ranking order, with their outcome at threshold ``t`` per area range and the partner's IoU."""
+    """The rows in ranking order, with their outcome at threshold ``t`` per area range and a true positive's IoU."""
     n, n_area = order.shape[0], tp_bits.shape[1]
     score_out = np.empty(n)
     tp, ignored, iou = np.empty((n, n_area), np.bool_), np.empty((n, n_area), np.bool_), np.empty((n, n_area))
@@ -55,20 +74,23 @@ def _gather(order, score, tp_bits, ignored_bits, partner_iou, t):
         for a in range(n_area):
             tp[j, a] = tp_bits[i, a] & bit != 0
             ignored[j, a] = ignored_bits[i, a] & bit != 0
-            iou[j, a] = partner_iou[i, a]
+            iou[j, a] = partner_iou[i, a] if tp[j, a] else np.nan
     return score_out, tp, ignored, iou
 
 
-def _partner_iou(n_area: int, t: int) -> list:
-    """Per area range ``a`` the partner's IoU at threshold ``t``, NaN without one: ``area_iou[a]`` (the IoU at the
-    first threshold, so area 0 too when ``t`` is 0: the wide ``matched_iou`` column is read only for another)."""
-    return [(pl.col("matched_iou").arr.get(t) if a == 0 and t else pl.col("area_iou").arr.get(a))
-            .fill_null(np.nan).alias(f"iou{a}") for a in range(n_area)]
+def _partner_iou(frame: pl.DataFrame, protocol, n_area: int, t: int) -> np.ndarray:
+    """(rows, n_area): per area range the partner's IoU at threshold ``t`` — ``area_iou`` (the IoU at the first
+    threshold, per area range) or, at another threshold (area range 'all' only), ``matched_iou[t]``. Read without a
+    copy: where there is no partner the value is arbitrary (the gather keeps only true positives')."""
+    column, width = ("matched_iou", len(protocol.iou_thresholds)) if t else ("area_iou", len(protocol.area_ranges))
+    items = frame.get_column(column).to_arrow().flatten()
+    values = np.frombuffer(items.buffers()[1], dtype=np.float64, count=items.offset + len(items))[items.offset:]
+    return values.reshape(-1, width)[:, t:t + 1] if t else values.reshape(-1, width)[:, :n_area]
 
 
-def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol, t: int = 0,
-                   area_ranges: int | None = None, image_ids=None, batch_rows: int = BATCH_ROWS):
-    """Yield a :class:`RankedBatch` per batch of categories (of the first ``area_ranges`` area ranges; all by
+def outcome_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol, t: int = 0,
+                    area_ranges: int | None = None, image_ids=None, batch_rows: int = BATCH_ROWS):
+    """Yield an :class:`OutcomeBatch` per batch of categories (of the first ``area_ranges`` area ranges; all by
     default). ``image_ids`` restricts the table to those images (each image is matched on its own)."""
     n_area = area_ranges or len(protocol.area_ranges)
     if t and n_area > 1:
@@ -90,17 +112,30 @@ def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_
         # the range lets the reader skip row groups of other categories (rows are grouped by category)
         frame = (dt_matches.filter(pl.col("category_id").is_between(category_ids[k_lo], category_ids[k_hi - 1])
                                    & pl.col("category_id").is_in(batch))
-                 .select("category_id", "score", *ties, "tp_bits", "ignored_bits", *_partner_iou(n_area, t))
+                 .select("category_id", "score", *ties, "tp_bits", "ignored_bits",
+                         "matched_iou" if t else "area_iou")
                  .collect())
-        cat_index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
-        score = frame.get_column("score").to_numpy().astype(np.float64)
-        first, second = (frame.to_series(2 + i).to_numpy().astype(np.int64) for i in range(2))
-        order, starts = order_by_category(cat_index, k_hi - k_lo, score, first, second)
-        columns = _gather(order, score, _bits(frame.get_column("tp_bits"), n_area_stored)[:, :n_area],
-                          _bits(frame.get_column("ignored_bits"), n_area_stored)[:, :n_area],
-                          frame.select([f"iou{a}" for a in range(n_area)]).to_numpy().astype(np.float64), t)
-        ranked = RankedBatch(category_ids=category_ids[k_lo:k_hi], starts=starts, score=columns[0], tp=columns[1],
-                             ignored=columns[2], iou=columns[3], n_gt=n_gt[k_lo:k_hi])
-        del frame, order, first, second, score, cat_index, starts, columns
+        outcomes = OutcomeBatch(
+            category_ids=category_ids[k_lo:k_hi],
+            cat_index=np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy()),
+            score=frame.get_column("score").to_numpy().astype(np.float64),
+            first=frame.to_series(2).to_numpy().astype(np.int64), second=frame.to_series(3).to_numpy().astype(np.int64),
+            tp_bits=array_values(frame.get_column("tp_bits"), n_area_stored)[:, :n_area],
+            ignored_bits=array_values(frame.get_column("ignored_bits"), n_area_stored)[:, :n_area],
+            iou=_partner_iou(frame, protocol, n_area, t), n_gt=n_gt[k_lo:k_hi], t=t)
+        del frame
+        yield outcomes
+        del outcomes  # while the next batch is read, only the consumer may still hold this one (and it lets go)
+
+
+def ranked_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol, t: int = 0,
+                   area_ranges: int | None = None, image_ids=None, batch_rows: int = BATCH_ROWS):
+    """Yield a :class:`RankedBatch` per batch of categories: :func:`outcome_batches` in ranking order."""
+    for b in outcome_batches(dt_matches, gt_matches, category_ids, protocol, t, area_ranges, image_ids, batch_rows):
+        order, starts = order_by_category(b.cat_index, len(b.category_ids), b.score, b.first, b.second)
+        score, tp, ignored, iou = _gather(order, b.score, b.tp_bits, b.ignored_bits, b.iou, t)
+        ranked = RankedBatch(category_ids=b.category_ids, starts=starts, score=score, tp=tp, ignored=ignored,
+                             iou=iou, n_gt=b.n_gt)
+        del b, order, score, tp, ignored, iou
         yield ranked
-        del ranked  # while the next batch is read, only the consumer may still hold this one (and it lets go)
+        del ranked

@@ -2,7 +2,8 @@
 ``VOCevaldet.m`` / ``VOCap.m``).
 
 Per class, the detections of every image are taken in (−score, det_id) order — the devkit's stable sort of the
-class's result file —, and a numba kernel walks them once per IoU threshold:
+class's result file, the protocol's ``tie_order`` in the shared ranking (``ap.order_by_category``) —, and a numba
+kernel walks them once per IoU threshold:
 
 - ignored detections (whose best ground truth is difficult) count in neither TP nor FP; ``voc_eval.py`` gives them
   a rank with the previous point's recall and precision (or (0, 0) before the first one), which changes neither
@@ -28,7 +29,8 @@ import polars as pl
 
 from evalengine.errors import ProtocolError
 from evalengine.match.voc import VocProtocol
-from evalengine.metrics.ap import ACCUMULATE_BATCH_ROWS, category_batches
+from evalengine.metrics.ap import ACCUMULATE_BATCH_ROWS, order_by_category
+from evalengine.metrics.outcomes import outcome_batches
 
 METRICS = ("voc07", "voc12")
 VOC07_RECALL_THRESHOLDS = tuple(float(t) for t in np.arange(0.0, 1.1, 0.1))  # voc_ap's exact floats
@@ -119,14 +121,6 @@ class VocAccumulation:
         return [float(self.ap[defined, t].mean()) if defined.any() else -1.0 for t in range(self.ap.shape[1])]
 
 
-def regular_gt_counts(gt_matches: pl.LazyFrame, category_ids: np.ndarray) -> np.ndarray:
-    """``npos`` per category: ground truths not ignored (difficult objects are, unless ``use_difficult``)."""
-    counts = (gt_matches.filter((pl.col("ignored_bits") & 1) == 0).group_by("category_id").agg(pl.len().alias("n"))
-              .collect())
-    return (pl.DataFrame({"category_id": category_ids}).join(counts, on="category_id", how="left", maintain_order="left")
-            .get_column("n").fill_null(0).to_numpy().astype(np.int64))
-
-
 def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol: VocProtocol,
                metric: str = "voc12", batch_rows: int = ACCUMULATE_BATCH_ROWS, on_batch_done=None,
                image_ids=None) -> VocAccumulation:
@@ -134,30 +128,24 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
     images (the devkit's image set): VOC matches every image on its own, so this is exact without matching again."""
     if metric not in METRICS:
         raise ProtocolError(f"metric must be one of {METRICS}, got {metric!r}")
-    if image_ids is not None:
-        subset = pl.Series(np.asarray(image_ids, dtype=np.int64)).implode()
-        dt_matches = dt_matches.filter(pl.col("image_id").is_in(subset))
-        gt_matches = gt_matches.filter(pl.col("image_id").is_in(subset))
     category_ids = np.asarray(category_ids, dtype=np.int64)
     n_thr = len(protocol.iou_thresholds)
     ap = np.full((len(category_ids), n_thr), -1.0)
     tp, fp = np.zeros_like(ap, np.int64), np.zeros_like(ap, np.int64)
-    n_gt = regular_gt_counts(gt_matches, category_ids)
+    n_gt = np.zeros(len(category_ids), np.int64)
     thresholds = np.array(VOC07_RECALL_THRESHOLDS)
-    for k_lo, k_hi in category_batches(dt_matches, category_ids, batch_rows):
-        batch = pl.Series(category_ids[k_lo:k_hi]).implode()
-        frame = (dt_matches.filter(pl.col("category_id").is_between(category_ids[k_lo], category_ids[k_hi - 1])
-                                   & pl.col("category_id").is_in(batch))
-                 .select("category_id", (pl.col("score") + 0.0).alias("score"), "det_id", "tp_bits", "ignored_bits")
-                 .sort("category_id", "score", "det_id", descending=[False, True, False]).collect())
-        cat_index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
-        starts = np.searchsorted(cat_index, np.arange(k_hi - k_lo + 1))
-        tp_bits, ignored_bits = (frame.get_column(c).arr.first().to_numpy() for c in ("tp_bits", "ignored_bits"))
-        result = _voc_kernel(starts, tp_bits, ignored_bits, n_thr, n_gt[k_lo:k_hi],
+    k_lo = 0
+    for batch in outcome_batches(dt_matches, gt_matches, category_ids, protocol, 0, 1, image_ids, batch_rows):
+        k_hi = k_lo + len(batch.category_ids)
+        order, starts = order_by_category(batch.cat_index, k_hi - k_lo, batch.score, batch.first, batch.second)
+        n_gt[k_lo:k_hi] = batch.n_gt[:, 0]
+        result = _voc_kernel(starts, batch.tp_bits[order, 0], batch.ignored_bits[order, 0], n_thr, n_gt[k_lo:k_hi],
                              metric == "voc07", thresholds)
         ap[k_lo:k_hi], tp[k_lo:k_hi], fp[k_lo:k_hi] = result
         if on_batch_done:
             on_batch_done(k_hi - k_lo)
+        k_lo = k_hi
+        del batch, order, result  # not held while the next batch is read
     return VocAccumulation(protocol=protocol, metric=metric, category_ids=category_ids, ap=ap, tp=tp, fp=fp, n_gt=n_gt)
 
 

@@ -1,8 +1,12 @@
-"""Error-diagnosis figures: TIDE's error bars and the confusion heat map."""
+"""Error-diagnosis figures: TIDE's error bars, COCO analyze's stacked precision-recall areas, Borji & Iranmanesh's
+cumulative AP and errors by size, the confusion heat map."""
 
 import numpy as np
 import polars as pl
 
+from evalengine.match.analyze import CURVES
+from evalengine.metrics.errors.analyze import legend_ap
+from evalengine.metrics.errors.borji import ERROR_HEADERS, ERRORS, STAGE_HEADERS, TABLE_STAGES
 from evalengine.plots.figure import pyplot
 
 _ANNOTATED_CLASSES = 20  # cell values are written in the cells up to this many classes
@@ -22,6 +26,69 @@ def tide_errors(results: dict):
         ax.set_xticks([i + width * (len(results) - 1) / 2 for i in range(len(names))], names)
         ax.set(ylabel="dAP", title="Main errors" if kind == "main" else "Special errors")
     axes[0].legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+
+# MATLAB analyze's colours (makeplot's cs), curve by curve: C75 and C50 white, then Loc, Sim, Oth, BG, FN
+ANALYZE_COLOURS = ((1, 1, 1), (1, 1, 1), (.31, .51, .74), (.75, .31, .30), (.36, .90, .38), (.50, .39, .64),
+                   (1, .6, 0))
+
+
+def analyze_pr(precision: pl.DataFrame, title: str = "overall"):
+    """COCO analyze's stacked-area precision-recall figure (MATLAB ``makeplot``), one panel per area range of
+    ``precision`` (``area_range, curve, recall_threshold, precision`` rows of one category, supercategory or the
+    overall mean, :meth:`~evalengine.metrics.errors.analyze.AnalyzeResult.precision_frame`): each curve's band fills
+    the space above the previous curve, black edges, legend ``[.xxx] C75`` (the curve's AP as MATLAB rounds it)."""
+    plt = pyplot()
+    areas = precision.get_column("area_range").unique(maintain_order=True).to_list()
+    columns = min(len(areas), 2)
+    rows = -(-len(areas) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4.5 * rows), squeeze=False)
+    for ax, area in zip(axes.flat, areas):
+        below = None
+        for curve, colour in zip(CURVES, ANALYZE_COLOURS):
+            points = precision.filter((pl.col("area_range") == area) & (pl.col("curve") == curve)).sort(
+                "recall_threshold")
+            recall, values = points.get_column("recall_threshold").to_numpy(), points.get_column("precision").to_numpy()
+            ax.fill_between(recall, 0 if below is None else below, values, facecolor=colour, edgecolor="black",
+                            linewidth=0.6, label=f"[{legend_ap(float(values.mean()))}] {curve}")
+            below = values
+        ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1), title=f"{title}-{area}")
+        ax.legend(loc="lower left", fontsize="small")
+    for ax in list(axes.flat)[len(areas):]:
+        ax.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
+def borji_diagnosis(table, errors):
+    """Borji & Iranmanesh's diagnosis in two panels: the AP of each cumulative stage (bars, one group per metric row
+    of ``table``, the diagnosis' ``table()``), and the errors per object size (``error_counts()``) as stacked shares,
+    the paper's pies as bars."""
+    headers = dict(zip(TABLE_STAGES, STAGE_HEADERS))
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    stages = [c for c in table.columns if c != "metric"]
+    width = 0.8 / max(table.height, 1)
+    for k, row in enumerate(table.iter_rows(named=True)):
+        values = [max(row[s], 0.0) * 100 for s in stages]
+        bars = left.bar([i + k * width for i in range(len(stages))], values, width, label=row["metric"])
+        left.bar_label(bars, fmt="%.1f", fontsize="x-small")
+    left.set_xticks([i + width * (table.height - 1) / 2 for i in range(len(stages))],
+                    [headers.get(s, s) for s in stages], rotation=20, ha="right")
+    left.set(ylabel="AP (%)", ylim=(0, 108), title="AP after each cumulative fix")
+    left.legend(loc="upper left", fontsize="small")
+    sizes = errors.get_column("area_range").unique(maintain_order=True).to_list()
+    bottom = [0.0] * len(sizes)
+    for error in errors.get_column("error").unique(maintain_order=True).to_list():
+        rows = errors.filter(errors["error"] == error)
+        share = [(rows.filter(rows["area_range"] == s).get_column("fraction")[0] or 0.0) * 100 for s in sizes]
+        right.bar(sizes, share, 0.6, bottom=bottom, label=dict(zip(ERRORS, ERROR_HEADERS)).get(error, error))
+        bottom = [b + v for b, v in zip(bottom, share)]
+    right.set(ylabel="share of the errors (%)", ylim=(0, 100), title="Errors by object size")
+    right.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
     fig.tight_layout()
     return fig
 

@@ -18,6 +18,7 @@ from evalengine.store.paths import ENTRIES, MANIFEST, StorePaths, check_name
 from evalengine.store.ranking import ProposalRun, write_proposal_run
 from evalengine.store.shards import ShardWriter, write_batches, write_table
 from evalengine.store.sharding import shard_of
+from evalengine.store.tags import check_tags, proposal_tags, tag_list, with_tags
 
 
 def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False,
@@ -90,7 +91,7 @@ def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, pr
         run_rows = [_run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress), provenance)
                     for run, batches in runs.items()]
         run_rows += [_run_row(run, write_proposal_run(paths.proposals(run), proposal, n_shards, progress), provenance,
-                              kind="proposals")
+                              kind="proposals", tags=proposal_tags(proposal.description()))
                      for run, proposal in proposal_runs.items()]
         write_table(pl.DataFrame(run_rows, schema=schema.RUNS), paths.table("runs").parent)
         manifest = {
@@ -105,23 +106,27 @@ def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, pr
         paths.manifest.write_text(json.dumps(manifest, indent=2))  # last: on an object store it commits the store
 
 
-def _run_row(run: str, n_rows: int, provenance, kind: str = "detections") -> dict:
-    return {"run": run, "kind": kind, "source": str((provenance or {}).get(run, "")), "n_detections": n_rows}
+def _run_row(run: str, n_rows: int, provenance, kind: str = "detections", tags: dict | None = None) -> dict:
+    return {"run": run, "kind": kind, "source": str((provenance or {}).get(run, "")), "n_detections": n_rows,
+            "tags": tag_list(tags)}
 
 
 def add_run(layout: StoreLayout, run: str, batches, provenance=None, overwrite: bool = False,
-            progress=None) -> StoreLayout:
-    """Add (or, with ``overwrite``, replace) a detection run of an existing store.
+            progress=None, tags: dict | None = None) -> StoreLayout:
+    """Add (or, with ``overwrite``, replace) a detection run of an existing store, with its ``tags``
+    (:mod:`evalengine.store.tags`).
 
     Under the store's write lock, the run's shards are written to a temporary folder and renamed into place;
     then the runs table and the manifest, read again under the lock, are each replaced through a temporary file.
     """
+    check_tags(tags or {})  # before anything is written
     with writing(layout.root):
         layout, replaced = _check_new_run(layout.root, run, overwrite, kind="detections")
         with atomic_folder(layout.paths.dt(run), overwrite=True) as tmp:
             n_detections = write_batches(tmp, batches, layout.n_shards, schema.DT, progress)
         manifest = dict(layout.manifest, runs=sorted(set(layout.manifest["runs"]) | {run}))
-        return _register_run(layout, _run_row(run, n_detections, provenance), manifest, provenance, replaced)
+        return _register_run(layout, _run_row(run, n_detections, provenance, tags=tags), manifest, provenance,
+                             replaced)
 
 
 def add_proposal_run(layout: StoreLayout, run: str, proposal: ProposalRun, provenance=None, overwrite: bool = False,
@@ -132,8 +137,8 @@ def add_proposal_run(layout: StoreLayout, run: str, proposal: ProposalRun, prove
         with atomic_folder(layout.paths.proposals(run), overwrite=True) as tmp:
             n_proposals = write_proposal_run(tmp, proposal, layout.n_shards, progress)
         manifest = dict(layout.manifest, proposal_runs={**layout.proposal_runs, run: proposal.description()})
-        return _register_run(layout, _run_row(run, n_proposals, provenance, kind="proposals"), manifest, provenance,
-                             replaced)
+        row = _run_row(run, n_proposals, provenance, kind="proposals", tags=proposal_tags(proposal.description()))
+        return _register_run(layout, row, manifest, provenance, replaced)
 
 
 def _check_new_run(root, run: str, overwrite: bool, kind: str) -> tuple:
@@ -158,7 +163,7 @@ def _register_run(layout: StoreLayout, row: dict, manifest: dict, provenance, re
     run = row["run"]
     for folder in list(layout.paths.run_matches(run)):  # a replaced run's match tables no longer hold
         remove_tree(folder)
-    runs = layout.read("runs").filter(pl.col("run") != run)
+    runs = with_tags(layout.read("runs")).filter(pl.col("run") != run)
     runs = pl.concat([runs, pl.DataFrame([row], schema=schema.RUNS)])
     replace_file(layout.paths.table("runs"), runs.write_parquet)
     manifest["provenance"] = dict(manifest.get("provenance", {}), **{k: str(v) for k, v in (provenance or {}).items()})

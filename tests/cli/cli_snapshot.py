@@ -94,6 +94,8 @@ QUERY = {
                        "round(recall_90, 6) AS r90, round(abo, 6) AS abo FROM proposal_recall ORDER BY ALL",
     "repeatability": "SELECT protocol, run, round(repeatability, 6) AS repeatability, n_evaluated, n_bins "
                      "FROM repeatability ORDER BY ALL",
+    "analyze-summary": "SELECT run, scope, supercategory, curve, round(ap, 6) AS ap FROM analyze_summary "
+                       "WHERE area_range = 'all' AND (scope = 'overall' OR supercategory = 'animal') ORDER BY ALL",
     "proposal-ranks": "SELECT run, count(*) AS n, count(rank) AS ranked, max(rank) AS max_rank "
                       "FROM proposals GROUP BY ALL ORDER BY ALL",
 }
@@ -275,6 +277,18 @@ def invocations(dataset: str) -> list:
         _inv("plot-ar-budget", "plot", P, "ar-budget", "--out", "{tmp}/ar-budget.pdf",
              files=("{tmp}/ar-budget.pdf",)),
         _inv("plot-bad-run-error", "plot", S, "pr", "--out", "{tmp}/bad.png", "--runs", "nope"),
+        # analyze (MATLAB CocoEval.analyze)
+        _inv("analyze", "analyze", *GD),
+        _inv("analyze-store-run-json", "analyze", S, "--run", "shifted", "--json"),
+        _inv("sql-analyze-summary", "sql", S, QUERY["analyze-summary"]),
+        _inv("plot-analyze-supercategory", "plot", S, "analyze", "--supercategory", "animal", "--out",
+             "{tmp}/analyze.png", files=("{tmp}/analyze.png",)),
+        # Borji & Iranmanesh's error diagnosis
+        _inv("diagnose", "diagnose", *GD),
+        _inv("diagnose-store-paper-json", "diagnose", S, "--variant", "paper", "--json"),
+        _inv("diagnose-gt-major-run", "diagnose", S, "--run", "shifted", "--duplicates", "gt_major"),
+        _inv("diagnose-thresholds-error", "diagnose", *GD, "--background-threshold", "0.7"),
+        _inv("plot-borji", "plot", S, "borji", "--out", "{tmp}/borji.png", files=("{tmp}/borji.png",)),
         # warnings: one line each on stderr, every time
         _inv("warning-gt-id-0-no-area", "coco", "--gt", "{tmp}/gt-warn.json", "--dt", "{dt}"),
         _inv("warning-gt-id-0-no-area-again", "coco", "--gt", "{tmp}/gt-warn.json", "--dt", "{dt}",

@@ -91,3 +91,20 @@ def test_tide_bars():
     assert heights == [result.main[name] for name in ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss")]
     assert [t.get_text() for t in figure.axes[1].get_xticklabels()] == ["FalsePos", "FalseNeg"]
     plots.close(figure)
+
+
+def test_borji_bars_draw_the_stage_table_and_the_error_shares(store):
+    from evalengine import api
+
+    diagnosis = api.borji(store)
+    table, errors = diagnosis.table(("AP", "AP50")), diagnosis.error_counts()
+    left, right = plots.borji_diagnosis(table, errors).axes[:2]
+    heights = [patch.get_height() for patch in left.patches]
+    want = [100 * value for row in table.iter_rows() for value in row[1:]]
+    np.testing.assert_allclose(heights, want, rtol=0, atol=1e-12)
+    assert [tick.get_text() for tick in left.get_xticklabels()] == ["mAP", "− Cls (Type I)", "+ Local.",
+                                                                   "− Duplicates", "+ Misses", "snap only"]
+    shares = [patch.get_height() for patch in right.patches]  # one stack layer per error, over the sizes
+    want = [100 * f for e in ("cls_bg", "loc", "dup", "miss") for f in errors.filter(pl.col("error") == e)["fraction"]]
+    np.testing.assert_allclose(shares, want, rtol=0, atol=1e-12)
+    plots.close(left.figure)
