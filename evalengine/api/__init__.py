@@ -289,6 +289,17 @@ class _TemporaryFolder:
         weakref.finalize(self, shutil.rmtree, self.path, True)
 
 
+def on_store_or_files(store, n_shards: int | None, evaluate):
+    """``evaluate(layout)`` on a :class:`Store`, or on ``(gt_json, dt_path)`` ingested into a temporary store that
+    lives as long as the result (its ``keep_alive``)."""
+    folder = _TemporaryFolder() if isinstance(store, tuple) else None
+    opened = store if folder is None else ingest_coco(*store, folder.path / "store", n_shards=n_shards)
+    result = evaluate(opened.layout)
+    if folder is not None:
+        result.keep_alive.append(folder)
+    return result
+
+
 def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
                    phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
     """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""

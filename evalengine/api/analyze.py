@@ -3,7 +3,7 @@ COCO files through a temporary store."""
 
 import polars as pl
 
-from evalengine.api import DEFAULT_RUN, _TemporaryFolder, ingest_coco
+from evalengine.api import DEFAULT_RUN, on_store_or_files
 from evalengine.errors import EvalEngineError
 from evalengine.evaluation.analyze import AnalyzeEvaluation, analyze_run
 from evalengine.match.analyze import CURVES, AnalyzeProtocol
@@ -21,12 +21,7 @@ def analyze(store, run: str = DEFAULT_RUN, protocol: AnalyzeProtocol | None = No
     temporary store that lives as long as the evaluation. ``.result`` holds the C75, C50, Loc, Sim, Oth, BG and FN
     curves per category, supercategory and overall, per area range; the ``analyze`` table is matched once and kept in
     the store; ``schedule``: ``scheduler``, ``address``, ``workers``."""
-    folder = _TemporaryFolder() if isinstance(store, tuple) else None
-    opened = store if folder is None else ingest_coco(*store, folder.path / "store", n_shards=n_shards)
-    evaluation = analyze_run(opened.layout, run, protocol, **schedule)
-    if folder is not None:
-        evaluation.keep_alive.append(folder)
-    return evaluation
+    return on_store_or_files(store, n_shards, lambda layout: analyze_run(layout, run, protocol, **schedule))
 
 
 def analyze_table(result: AnalyzeResult) -> pl.DataFrame:

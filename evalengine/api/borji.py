@@ -3,7 +3,7 @@ per-size error breakdown, :mod:`evalengine.evaluation.borji`) of a stored run or
 
 from dataclasses import replace
 
-from evalengine.api import DEFAULT_RUN, _TemporaryFolder, ingest_coco
+from evalengine.api import DEFAULT_RUN, on_store_or_files
 from evalengine.evaluation.borji import BorjiEvaluation, borji_summary, diagnose_borji
 from evalengine.match.borji import DUPLICATES as BORJI_DUPLICATES
 from evalengine.match.borji import STAGES as BORJI_STAGES
@@ -24,9 +24,4 @@ def borji(store, run: str = DEFAULT_RUN, variant: str | None = None, duplicates:
     store; ``schedule``: ``scheduler``, ``address``, ``workers``."""
     protocol = protocol or BorjiProtocol()
     protocol = replace(protocol, **{k: v for k, v in (("variant", variant), ("duplicates", duplicates)) if v})
-    folder = _TemporaryFolder() if isinstance(store, tuple) else None
-    opened = store if folder is None else ingest_coco(*store, folder.path / "store", n_shards=n_shards)
-    diagnosis = diagnose_borji(opened.layout, run, protocol, **schedule)
-    if folder is not None:
-        diagnosis.keep_alive.append(folder)
-    return diagnosis
+    return on_store_or_files(store, n_shards, lambda layout: diagnose_borji(layout, run, protocol, **schedule))

@@ -3,7 +3,7 @@
 
 import threading
 
-from evalengine.api import DEFAULT_RUN, _TemporaryFolder, ingest_coco
+from evalengine.api import DEFAULT_RUN, on_store_or_files
 from evalengine.evaluation.errors import TIDE_MODES, TideEvaluation, TideProtocol, diagnose_tide, tide_summary
 from evalengine.match.groups import warm_up
 
@@ -17,9 +17,4 @@ def tide(store, run: str = DEFAULT_RUN, mode: str = "tide", protocol: TideProtoc
     ``mode``: ``tide`` (tidecv's matching, AP and averaging) or ``coco`` (pycocotools'). The pairs and TIDE tables
     are matched once and kept in the store; ``schedule``: ``scheduler``, ``address``, ``workers``."""
     threading.Thread(target=warm_up, daemon=True).start()  # numba's runtime starts while the input is read
-    folder = _TemporaryFolder() if isinstance(store, tuple) else None
-    opened = store if folder is None else ingest_coco(*store, folder.path / "store", n_shards=n_shards)
-    diagnosis = diagnose_tide(opened.layout, run, protocol, mode, **schedule)
-    if folder is not None:
-        diagnosis.keep_alive.append(folder)
-    return diagnosis
+    return on_store_or_files(store, n_shards, lambda layout: diagnose_tide(layout, run, protocol, mode, **schedule))
