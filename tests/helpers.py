@@ -58,3 +58,12 @@ def both_stats(tmp_path, gt, dt, protocol=None, n_shards=1):
                            recall_thresholds=protocol.recall_thresholds)
     mine = {row["category_id"]: (row["ap"], row["ap50"], row["ar"]) for row in acc.class_metrics().iter_rows(named=True)}
     return acc.stats(), list(ref.stats), mine, per_class(ref)
+
+
+def run_cli(capsys, *argv):
+    """The ``evalengine`` command in-process on ``argv`` (paths as text): (exit status, stdout, stderr)."""
+    from evalengine.cli import main
+
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err

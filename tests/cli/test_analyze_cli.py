@@ -7,19 +7,12 @@ import polars as pl
 import pytest
 
 from evalengine import api
-from evalengine.cli import main
 from tests.conftest import PACKAGE_DATA
-from tests.helpers import coco_dt, coco_gt, write_inputs
+from tests.helpers import coco_dt, coco_gt, run_cli as _run, write_inputs
 
 GT = PACKAGE_DATA / "instances_val2014_100.json"
 DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
 CURVES = ["C75", "C50", "Loc", "Sim", "Oth", "BG", "FN"]
-
-
-def _run(capsys, *argv):
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_table_is_the_overall_ap_per_area_range(capsys):

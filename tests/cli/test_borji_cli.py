@@ -6,17 +6,11 @@ import json
 import pytest
 
 from evalengine import api
-from evalengine.cli import main
 from tests.conftest import PACKAGE_DATA
+from tests.helpers import run_cli as _run
 
 GT = PACKAGE_DATA / "instances_val2014_100.json"
 DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
-
-
-def _run(capsys, *argv):
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_text_is_table_three_and_the_sizes(capsys):

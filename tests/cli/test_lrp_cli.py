@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from evalengine.api import evaluate_coco, ingest_coco
-from evalengine.cli import main
 from tests.conftest import PACKAGE_DATA
+from tests.helpers import run_cli as _run
 
 GT = PACKAGE_DATA / "instances_val2014_100.json"
 DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
@@ -17,12 +17,6 @@ DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     return ingest_coco(GT, DT, tmp_path_factory.mktemp("lrp") / "store")
-
-
-def _run(capsys, *argv):
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_files_and_store_give_the_api_summary(store, capsys):

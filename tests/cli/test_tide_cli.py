@@ -5,18 +5,12 @@ import json
 import pytest
 
 from evalengine.api import ingest_coco
-from evalengine.cli import main
 from tests.conftest import DATA, PACKAGE_DATA
+from tests.helpers import run_cli as _run
 
 GT = PACKAGE_DATA / "instances_val2014_100.json"
 DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
 EXPECTED = json.loads((DATA / "tide_official" / "expected_tide_val2014_100_bbox.json").read_text())
-
-
-def _run(capsys, *argv):
-    status = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_json_shape_and_values(capsys, tmp_path):
