@@ -343,7 +343,8 @@ from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, 
                                 evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
 from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, tide, tide_summary  # noqa: E402
 from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402
-from evalengine.api.upper_bound import UPPER_BOUND_RUN, UpperBound, upper_bound, upper_bound_output  # noqa: E402
+from evalengine.api.upper_bound import (UPPER_BOUND_RUN, UPPER_BOUND_STRATEGIES, UpperBound,  # noqa: E402
+                                      upper_bound, upper_bound_output)
 from evalengine.api.invariance import INVARIANCE_METRICS, Invariance, invariance, invariance_output  # noqa: E402
 from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzeProtocol, AnalyzeResult,  # noqa: E402
                                      analyze, analyze_scope, analyze_table)

@@ -1,10 +1,13 @@
 """A classifier's labels of the ground-truth boxes, the input of the empirical upper-bound AP (Borji & Iranmanesh §4,
-strategy 1), and the detections they make.
+strategies 1 and 2), and the detections they make.
 
-A table (CSV, JSON Lines or Parquet) has one row per annotation: ``gt_id`` (the annotation id; ``ann_id`` is accepted),
-the predicted ``category_id`` (or ``pred_category_id``), its ``score`` (or ``pred_score``) and optionally ``image_id``,
-which must then be the annotation's image. Every error names the file and the row (its 1-based position): an id or a
-score that is not one, a ``gt_id`` not in the store's ground truth or listed twice, a category not in the store, and an
+A table (CSV, JSON Lines or Parquet) has rows ``gt_id`` (the annotation id; ``ann_id`` is accepted), the predicted
+``category_id`` (or ``pred_category_id``), its ``score`` (or ``pred_score``), optionally ``image_id``, which must then
+be the annotation's image, and optionally ``box_id`` (or ``sample_id``), naming the sampled box a row labels. Strategy
+``s1`` takes one row per annotation (the classifier on the target box); ``s2_mcb`` and ``s2_mfl`` take several, one per
+box sampled near the target (spec §3.3.3), and choose one label per annotation (:func:`choose_labels`). Every error
+names the file and the row (its 1-based position): an id or a score that is not one, a ``gt_id`` not in the store's
+ground truth, listed twice under ``s1`` (or a ``gt_id, box_id`` pair listed twice), a category not in the store, and an
 annotation without a row — the upper bound emits one detection per annotation (the reference notebook,
 ``calc_upperBound.ipynb``, crowd included), so a missing row is an error unless ``allow_missing`` counts it as missed.
 """
@@ -14,14 +17,17 @@ from pathlib import Path
 import polars as pl
 
 from evalengine import schema
-from evalengine.errors import InputError, first_line
+from evalengine.errors import InputError, check_option, first_line
 from evalengine.io.detections import json_lines_fields, parsed_in_parallel
 from evalengine.io.validate import check_csv_header, integers, listed, numbers, require
 
 FORMATS = (".csv", ".jsonl", ".ndjson", ".parquet")
 # each column of the table and the names it may have (the spec's classifier_preds: ann_id, pred_category_id, pred_score)
 COLUMNS = {"gt_id": ("gt_id", "ann_id"), "category_id": ("category_id", "pred_category_id"),
-           "score": ("score", "pred_score"), "image_id": ("image_id",)}
+           "score": ("score", "pred_score"), "image_id": ("image_id",), "box_id": ("box_id", "sample_id")}
+OPTIONAL = ("image_id", "box_id")
+# s1: the target box's own label (the paper's reported UAP); s2: the most confident box, the most frequent label
+STRATEGIES = ("s1", "s2_mcb", "s2_mfl")
 _ROW = pl.col("row")
 
 
@@ -32,9 +38,9 @@ def _names(path: Path, found) -> dict:
         present = [name for name in accepted if name in found]
         if len(present) > 1:
             raise InputError(f"{path}: columns {' and '.join(present)} both give the {column}; keep one")
-        if not present and column != "image_id":
+        if not present and column not in OPTIONAL:
             raise InputError(f"{path}: missing column {' or '.join(accepted)} (found {', '.join(found) or 'none'}; "
-                             "expected gt_id, category_id, score and optionally image_id)")
+                             "expected gt_id, category_id, score and optionally image_id, box_id)")
         names.update({present[0]: column} if present else {})
     return names
 
@@ -59,9 +65,10 @@ def _read(path: Path) -> pl.DataFrame:
         raise InputError(f"{path}: not a readable {suffix[1:].upper()} table ({first_line(exc)})") from None
 
 
-def read_classifier_table(path) -> pl.DataFrame:
+def read_classifier_table(path, strategy: str = "s1") -> pl.DataFrame:
     """The table as ``row, gt_id, category_id, score, image_id`` (``image_id`` null when not given), its values
-    checked: integer ids, finite scores, each ``gt_id`` once."""
+    checked: integer ids, finite scores, each ``gt_id`` once under ``s1``, each ``gt_id, box_id`` pair once."""
+    check_option("strategy", strategy, STRATEGIES, InputError)
     path = Path(path)
     raw = _read(path)
     names = _names(path, raw.columns)
@@ -75,14 +82,23 @@ def read_classifier_table(path) -> pl.DataFrame:
     bad = frame.filter(~pl.col("score").is_finite())
     if bad.height:
         raise InputError(f"{path}: row {listed(bad.get_column('row'))}: 'score' is not finite")
-    twice = frame.filter(pl.col("gt_id").is_duplicated())
-    if twice.height:
-        gt_id = twice.get_column("gt_id")[0]
-        rows = twice.filter(pl.col("gt_id") == gt_id).get_column("row")
-        raise InputError(f"{path}: rows {listed(rows)}: gt_id {gt_id} listed more than once")
+    keys = ["gt_id"] if strategy == "s1" else ["gt_id", "box_id"] if "box_id" in frame.columns else []
+    if keys:
+        _once(frame, keys, path)
     if "image_id" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("image_id"))
     return frame.select("row", "gt_id", "category_id", "score", "image_id")
+
+
+def _once(frame: pl.DataFrame, keys: list, path) -> None:
+    """Each value of ``keys`` names one row, or a located error."""
+    twice = frame.filter(pl.struct(keys).is_duplicated())
+    if twice.height:
+        first = twice.row(0, named=True)
+        rows = twice.filter(pl.all_horizontal(pl.col(k) == first[k] for k in keys)).get_column("row")
+        which = ", ".join(f"{k} {first[k]}" for k in keys)
+        hint = " (strategy s1 takes one row per annotation; s2_mcb and s2_mfl take several)" if len(keys) == 1 else ""
+        raise InputError(f"{path}: rows {listed(rows)}: {which} listed more than once{hint}")
 
 
 def check_classifier_table(table: pl.DataFrame, gt: pl.DataFrame, category_ids, path, allow_missing: bool = False):
@@ -112,6 +128,29 @@ def _located(path, rows: pl.DataFrame, problem: str) -> InputError:
     first = rows.row(0, named=True)
     more = f" (and {rows.height - 1} more rows)" if rows.height > 1 else ""
     return InputError(f"{path}: row {first['row']}: {problem.format(**first)}{more}")
+
+
+def choose_labels(labelled: pl.DataFrame, strategy: str) -> pl.DataFrame:
+    """One row per annotation of the rows ``labelled`` by the classifier (spec §3.3.3), ``score`` the detection's:
+
+    - ``s1``: the annotation's one row;
+    - ``s2_mcb`` (most confident box): the label and score of the highest-scoring row; a tie goes to the row first in
+      the table (``np.argmax``'s first maximum);
+    - ``s2_mfl`` (most frequent label): the label of most rows, scored by the highest score among its rows; a tie
+      between labels goes to the higher such score, then to the label whose first row comes first in the table.
+
+    Whether the target box's own label takes part (the paper leaves it open) is the table's to say: a row for the
+    target box is one row among the others."""
+    check_option("strategy", strategy, STRATEGIES, InputError)
+    if strategy == "s1":
+        return labelled
+    by_label = ("gt_id", "category_id")
+    order = [pl.col("score"), pl.col("row")] if strategy == "s2_mcb" else [
+        pl.len().over(by_label), pl.col("score").max().over(by_label), pl.col("row").min().over(by_label),
+        pl.col("score"), pl.col("row")]
+    descending = [True, False] if strategy == "s2_mcb" else [True, True, False, True, False]
+    return (labelled.sort([pl.col("gt_id"), *order], descending=[False, *descending])
+            .unique("gt_id", keep="first", maintain_order=True))
 
 
 def upper_bound_detections(labelled: pl.DataFrame, unit_score: bool = False) -> pl.DataFrame:

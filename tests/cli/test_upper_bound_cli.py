@@ -43,7 +43,9 @@ def test_upper_bound_text_and_json(capsys, tmp_path, store):
     status, out, err = _run(capsys, "upper-bound", store.path, "--classifier", path, "--run", "uap1", "--unit-score",
                             "--json")
     got = json.loads(out)
-    assert status == 0 and list(got) == ["run", "stats", "stat_names", "accuracy", "n_objects", "per_class"]
+    assert status == 0 and list(got) == ["run", "strategy", "stats", "stat_names", "accuracy", "n_objects",
+                                         "per_class"]
+    assert got["strategy"] == "s1"
     assert got["run"] == "uap1" and got["n_objects"] == len(objects) and got["accuracy"] == pytest.approx(accuracy)
     assert list(got["per_class"]["1"]) == ["name", "ap", "ap50", "ar", "accuracy", "n_objects"]
     # AP50 and AP75 differ only where a mislabelled box overlaps an object of its label at 0.5 <= IoU < 0.75 (§3.3.1)
@@ -52,6 +54,31 @@ def test_upper_bound_text_and_json(capsys, tmp_path, store):
     assert "uap1" in out and "unit-score" in out and "classifier-score" in out
     status, out, _ = _run(capsys, "upper-bound", store.path, "--classifier", path, "--per-class", "--overwrite")
     assert status == 0 and "│ 1           ┆ person" in out and "accuracy" in out.splitlines()[14]
+
+
+def test_upper_bound_strategy_2(capsys, tmp_path, store):
+    """Two rows per annotation (the true label at a random score, and person at 0.5): s2_mcb takes the more confident,
+    s2_mfl ties on counts and takes the label of the higher score; s1 refuses the table."""
+    anns = json.loads(GT.read_text())["annotations"]
+    scores = np.random.default_rng(1).random(len(anns))
+    path = tmp_path / "boxes.csv"
+    pl.DataFrame({"gt_id": [a["id"] for a in anns] * 2, "box_id": [1] * len(anns) + [2] * len(anns),
+                  "category_id": [a["category_id"] for a in anns] + [1] * len(anns),
+                  "score": [*scores, *[0.5] * len(anns)]}).write_csv(path)
+    objects = [(a["category_id"], s) for a, s in zip(anns, scores) if not a["iscrowd"]]
+    accuracy = sum(c == 1 or s >= 0.5 for c, s in objects) / len(objects)
+    for strategy in ("s2_mcb", "s2_mfl"):
+        status, out, err = _run(capsys, "upper-bound", store.path, "--classifier", path, "--strategy", strategy,
+                                "--run", strategy, "--json")
+        got = json.loads(out)
+        assert (status, err, got["strategy"]) == (0, "", strategy)
+        assert got["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    status, out, _ = _run(capsys, "upper-bound", store.path, "--classifier", path, "--strategy", "s2_mcb")
+    assert status == 0 and out.splitlines()[-1] == f"labels chosen by s2_mcb from {2 * len(anns):,} rows of the " \
+                                                   "classifier table"
+    status, out, err = _run(capsys, "upper-bound", store.path, "--classifier", path)
+    assert status == 2 and err.startswith(f"evalengine: error: {path}: rows 1, {len(anns) + 1}: gt_id {anns[0]['id']} "
+                                          "listed more than once (strategy s1 takes one row per annotation")
 
 
 def test_upper_bound_errors_are_one_line(capsys, tmp_path, store):

@@ -64,7 +64,22 @@ def test_unknown_gt_id_names_row_and_id(store, tmp_path):
 
 def test_gt_id_listed_twice(store, tmp_path):
     rows = {k: v + [v[0]] for k, v in GOOD.items()}
-    assert error(store, write(tmp_path, rows)) == "rows 1, 4: gt_id 11 listed more than once"
+    assert error(store, write(tmp_path, rows)) == ("rows 1, 4: gt_id 11 listed more than once (strategy s1 takes one "
+                                                   "row per annotation; s2_mcb and s2_mfl take several)")
+
+
+def test_strategy_2_takes_several_rows_but_each_box_once(store, tmp_path):
+    """Under s2_* a gt_id may repeat (one row per sampled box); a (gt_id, box_id) pair may not; an unknown strategy
+    is refused."""
+    rows = {"gt_id": [11, 11, 12, 13, 11], "box_id": [0, 1, 0, 0, 1], "category_id": [1, 2, 2, 1, 1],
+            "score": [0.5, 0.6, 0.7, 0.8, 0.9]}
+    assert error(store, write(tmp_path, rows), strategy="s2_mcb") == "rows 2, 5: gt_id 11, box_id 1 listed more than once"
+    table = read_classifier_table(write(tmp_path, {k: v[:4] for k, v in rows.items()}), "s2_mfl")
+    assert table.get_column("gt_id").to_list() == [11, 11, 12, 13]
+    path = write(tmp_path, {k: v for k, v in rows.items() if k != "box_id"})
+    assert read_classifier_table(path, "s2_mcb").height == 5  # without box ids, repeated rows are several boxes
+    with pytest.raises(InputError, match=r"^strategy must be one of \('s1', 's2_mcb', 's2_mfl'\), got 's3'$"):
+        upper_bound(store, path, strategy="s3")
 
 
 def test_unknown_category(store, tmp_path):
@@ -92,7 +107,7 @@ def test_missing_annotation_is_an_error_unless_allowed(store, tmp_path):
 
 @pytest.mark.parametrize("columns, message", [
     ({"gt_id": [11], "score": [1.0]}, "missing column category_id or pred_category_id (found gt_id, score; "
-                                      "expected gt_id, category_id, score and optionally image_id)"),
+                                      "expected gt_id, category_id, score and optionally image_id, box_id)"),
     ({"gt_id": [11], "ann_id": [11], "category_id": [1], "score": [1.0]}, "columns gt_id and ann_id both give the "
                                                                           "gt_id; keep one"),
     ({"gt_id": [11, 12.5], "category_id": [1, 1], "score": [1.0, 1.0]}, "row 2: 'gt_id' is 12.5, not an integer"),
