@@ -350,3 +350,4 @@ from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzePr
                                      analyze, analyze_scope, analyze_table)
 from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
                                   BorjiProtocol, borji, borji_summary)
+from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_density_output  # noqa: E402

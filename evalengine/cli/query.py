@@ -50,6 +50,10 @@ def _cmd_plot(args) -> str:
                                                args.budget)
         return _save(args, target, figure)
     runs = args.runs or [api.DEFAULT_RUN]
+    if args.kind == "density":
+        result = api.box_density(store, runs[0], args.grid, args.density_kind, args.score_threshold)
+        return _save(args, target, plots.box_density(result.predicted, result.ground_truth, result.difference(),
+                                                     f"{result.kind}, run '{result.run}'"))
     if args.kind in ("tide", "confusion"):
         return _save(args, target, _diagnosis_figure(args, store, runs))
     protocol = options.protocol(args)
@@ -140,9 +144,10 @@ def add_plot(sub) -> None:
                                  "differences, LRP and its components against the score threshold, precision-recall "
                                  "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, "
                                  "COCO analyze's stacked PR areas, Borji's cumulative error diagnosis, TIDE's errors, "
-                                 "the confusion heat map", _cmd_plot)
+                                 "the confusion heat map, box density maps", _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "lrp", "pr-optimal",
-                                       "proposal-recall-iou", "ar-budget", "analyze", "borji", "tide", "confusion"])
+                                       "proposal-recall-iou", "ar-budget", "analyze", "borji", "tide", "confusion",
+                                       "density"])
     _out_args(plot, "image file (.png, .pdf, .svg), outside the store", required=True)
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
     plot.add_argument("--categories", type=int, nargs="+", default=None,
@@ -157,6 +162,11 @@ def add_plot(sub) -> None:
     plot.add_argument("--normalize", action="store_true", help="confusion: row fractions instead of counts")
     plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")
     plot.add_argument("--variant", choices=api.BORJI_VARIANTS, default="borji_ref", help="borji: the diagnosis' variant")
+    plot.add_argument("--density-kind", choices=api.DENSITY_KINDS, default="occupancy",
+                      help="density: occupancy (cells a box covers) or center (the cell of its centre)")
+    plot.add_argument("--grid", type=options.positive_int, default=100, help="density: cells per side (default 100)")
+    plot.add_argument("--score-threshold", type=options.number, default=None,
+                      help="density: count detections with score >= this (default: all)")
     options.protocol_args(plot)
 
 
