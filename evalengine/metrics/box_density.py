@@ -45,7 +45,7 @@ def cell_ranges(boxes: pl.DataFrame, grid: int) -> pl.DataFrame:
     return spans.filter(pl.col("area") & (pl.col("j1") > pl.col("j0")) & (pl.col("i1") > pl.col("i0"))).drop("area")
 
 
-def centre_cells(boxes: pl.DataFrame, grid: int) -> np.ndarray:
+def center_cells(boxes: pl.DataFrame, grid: int) -> np.ndarray:
     """The flat cell index ``i·G + j`` of each box centre inside the image (``center``)."""
     cx = (pl.col("x") + pl.col("w") / 2) * grid / pl.col("width")
     cy = (pl.col("y") + pl.col("h") / 2) * grid / pl.col("height")
@@ -58,7 +58,7 @@ def centre_cells(boxes: pl.DataFrame, grid: int) -> np.ndarray:
 def add_boxes(counts: np.ndarray, boxes: pl.DataFrame, grid: int, kind: str) -> None:
     """Add ``boxes`` to ``counts``: a ``(G + 1)²`` difference array (``occupancy``) or the ``G²`` cells (``center``)."""
     if kind == "center":
-        counts += np.bincount(centre_cells(boxes, grid), minlength=grid * grid)
+        counts += np.bincount(center_cells(boxes, grid), minlength=grid * grid)
         return
     spans = cell_ranges(boxes, grid)
     j0, j1, i0, i1 = (spans.get_column(c).to_numpy() for c in ("j0", "j1", "i0", "i1"))
