@@ -137,3 +137,18 @@ def test_errors(tmp_path):
         assert str(info.value) == message
     with pytest.raises(Exception, match="no run 'nope'"):
         box_density(store, run="nope")
+
+
+def test_an_image_without_size_is_named(tmp_path):
+    """Normalised coordinates need each image's size: an image with boxes but no width is refused, by id."""
+    gt = {"images": [{"id": 1, "width": 100, "height": 100}, {"id": 7}], "categories": [{"id": 1, "name": "a"}],
+          "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "area": 100,
+                           "iscrowd": 0}]}
+    dt = [{"image_id": 7, "category_id": 1, "bbox": [0, 0, 5, 5], "score": 0.5}]
+    (tmp_path / "gt.json").write_text(json.dumps(gt))
+    (tmp_path / "dt.json").write_text(json.dumps(dt))
+    store = ingest_coco(tmp_path / "gt.json", tmp_path / "dt.json", tmp_path / "store")
+    with pytest.raises(InputError) as info:
+        box_density(store)
+    assert str(info.value) == (f"{store.path}: image 7 has detections but no positive width and height (the box "
+                               "density is in normalised image coordinates)")
