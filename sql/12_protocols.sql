@@ -7,19 +7,20 @@ SELECT protocol, run,
        accumulation.max_dets AS max_dets, accumulation.recall_thresholds AS recall_thresholds
 FROM read_json(getvariable('coco_protocols'), hive_partitioning = true);
 
+-- coco_keyed_protocols, coco_keyed_matches, coco_keyed_gt_matches: protocols, matches and gt_matches with the key
+-- {protocol, run} the COCO accumulation macros (09_coco_accumulation.sql) group by.
+CREATE OR REPLACE VIEW coco_keyed_protocols AS SELECT {'protocol': protocol, 'run': run} AS key, * FROM protocols;
+CREATE OR REPLACE VIEW coco_keyed_matches AS SELECT {'protocol': protocol, 'run': run} AS key, * FROM matches;
+CREATE OR REPLACE VIEW coco_keyed_gt_matches AS SELECT {'protocol': protocol, 'run': run} AS key, * FROM gt_matches;
+
 CREATE OR REPLACE VIEW protocol_iou_thresholds AS
-SELECT protocol, run, i - 1 AS thr_index, iou_thresholds[i] AS iou_threshold
-FROM protocols, range(1, len(iou_thresholds) + 1) AS r(i);
+SELECT key.protocol, key.run, * EXCLUDE (key) FROM coco_iou_thresholds(coco_keyed_protocols);
 
 CREATE OR REPLACE VIEW protocol_area_ranges AS
-SELECT protocol, run, i - 1 AS area_index, area_ranges[i].label AS area_range,
-       area_ranges[i].lo AS lo, area_ranges[i].hi AS hi
-FROM protocols, range(1, len(area_ranges) + 1) AS r(i);
+SELECT key.protocol, key.run, * EXCLUDE (key) FROM coco_area_ranges(coco_keyed_protocols);
 
 CREATE OR REPLACE VIEW protocol_max_dets AS
-SELECT protocol, run, i AS max_dets_index, max_dets[i] AS max_dets
-FROM protocols, range(1, len(max_dets) + 1) AS r(i);
+SELECT key.protocol, key.run, * EXCLUDE (key) FROM coco_max_dets(coco_keyed_protocols);
 
 CREATE OR REPLACE VIEW protocol_recall_thresholds AS
-SELECT protocol, run, recall_thresholds[i] AS recall_threshold, len(recall_thresholds) AS n_recall_thresholds
-FROM protocols, range(1, len(recall_thresholds) + 1) AS r(i);
+SELECT key.protocol, key.run, * EXCLUDE (key) FROM coco_recall_thresholds(coco_keyed_protocols);
