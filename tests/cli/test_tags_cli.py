@@ -91,12 +91,12 @@ def test_ingest_proposals_api_tags(tmp_path, proposal_store):
     (("ingest", "voc", "--gt", VOC / "Annotations", "--dt", VOC / "results", "--store", "{new}", "--tag", "m=1",
       "--tag", "m=2"), "--tag m: given twice (m=1, m=2)"),
     (("add-proposals", "{store}", "--run", "x", "--proposals", "{props}", "--tag", "perturbation=blur"),
-     "proposal run 'x': tag perturbation=blur is not allowed: a proposal run's perturbation, level, reference tags "
-     "come from its perturbation (add-proposals --perturbation or --homographies, and --reference)"),
+     ("proposal run 'x': tag perturbation=blur is not allowed: a proposal run's perturbation, level, reference tags "
+      "come from its perturbation (add-proposals --perturbation or --homographies, and --reference)")),
     (("add-proposals", "{store}", "--run", "x", "--proposals", "{props}", "--perturbation", "scale:2",
       "--reference", "p", "--tag", "level=3"),
-     "proposal run 'x': tag level=3 is not allowed: a proposal run's perturbation, level, reference tags come from its "
-     "perturbation (add-proposals --perturbation or --homographies, and --reference)"),
+     ("proposal run 'x': tag level=3 is not allowed: a proposal run's perturbation, level, reference tags come from "
+      "its perturbation (add-proposals --perturbation or --homographies, and --reference)")),
     (("add-proposals", "{store}", "--run", "x", "--proposals", "{props}", "--tag", "model=two\u2028lines"),
      "tag model: the value 'two\\u2028lines' is not allowed: use 1 to 200 printable characters on one line"),
 ])
