@@ -42,8 +42,8 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
         raise StoreError(f"n_shards must be >= 1, got {n_shards}")
     path = location(path)
     images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
-    run_rows = {run: dict(tags=check_tags(tags.get(run, {}))) for run in runs}  # checked before anything is written
-    run_rows.update({run: dict(kind="proposals", tags=proposal_tags(run, proposal.description(), tags.get(run)))
+    run_rows = {run: {"tags": check_tags(tags.get(run, {}))} for run in runs}  # checked before anything is written
+    run_rows.update({run: {"kind": "proposals", "tags": proposal_tags(run, proposal.description(), tags.get(run))}
                      for run, proposal in proposal_runs.items()})
     with writing(path):
         replaced = replaced_store(path, overwrite, (provenance or {}).values())
