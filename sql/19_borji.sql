@@ -43,24 +43,12 @@ FROM read_json(getvariable('borji_protocols'), hive_partitioning = true), range(
 -- borji_stage_ap: each stage's COCO AP and recall per (protocol, run, stage, category, IoU threshold, area range,
 -- max dets), the columns of `ap_by_protocol`; borji_stage_summary: pycocotools' 12 numbers of each stage (the paper's
 -- Table 3 is its AP and AP50 rows). Both by the COCO accumulation macros (09_coco_accumulation.sql) over the stage
--- match tables, keyed by (protocol, run, stage).
+-- match tables.
 CREATE OR REPLACE VIEW borji_stage_ap AS
-WITH dt AS (
-    SELECT {'protocol': protocol, 'run': run, 'stage': stage} AS key, * FROM borji_stage_matches
-), gt AS (
-    SELECT {'protocol': protocol, 'run': run, 'stage': stage} AS key, * FROM borji_stage_gt_matches
-), params AS (
-    SELECT {'protocol': protocol, 'run': run, 'stage': stage} AS key, * FROM borji_stage_protocols
-)
-SELECT key.protocol, key.run, key.stage, * EXCLUDE (key) FROM coco_ap(dt, gt, params);
+SELECT * FROM coco_ap(borji_stage_matches, borji_stage_gt_matches, borji_stage_protocols);
 
 CREATE OR REPLACE VIEW borji_stage_summary AS
-WITH ap AS (
-    SELECT {'protocol': protocol, 'run': run, 'stage': stage} AS key, * FROM borji_stage_ap
-), params AS (
-    SELECT {'protocol': protocol, 'run': run, 'stage': stage} AS key, * FROM borji_stage_protocols
-)
-SELECT key.protocol, key.run, key.stage, metric, value FROM coco_summary_of(ap, params);
+SELECT * FROM coco_summary_of(borji_stage_ap, borji_stage_protocols);
 
 -- borji_error_counts: the errors per object size (the paper's pies), in the area ranges of the protocol's COCO
 -- parameters (both bounds inclusive, as pycocotools'), and each error's share of the range's errors.

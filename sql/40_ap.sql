@@ -3,8 +3,8 @@
 -- range, max dets), -1 where the category has no regular ground truth (pycocotools' precision/recall;
 -- coco_ap of 09_coco_accumulation.sql).
 CREATE OR REPLACE VIEW ap_by_protocol AS
-SELECT key.protocol, key.run, * EXCLUDE (key)
-FROM coco_ap(coco_keyed_matches, coco_keyed_gt_matches, coco_keyed_protocols);
+SELECT * EXCLUDE (stage)
+FROM coco_ap(coco_accumulation_matches, coco_accumulation_gt_matches, coco_accumulation_protocols);
 
 -- ap: the same for the default COCO protocol, with the columns scripts rely on.
 CREATE OR REPLACE VIEW ap AS

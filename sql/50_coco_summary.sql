@@ -3,8 +3,8 @@
 -- summarize()'s rules (coco_summary_of of 09_coco_accumulation.sql).
 CREATE OR REPLACE VIEW coco_summary AS
 WITH ap AS (
-    SELECT {'protocol': protocol, 'run': run} AS key, * FROM ap_by_protocol WHERE protocol = 'coco'
+    SELECT *, '' AS stage FROM ap_by_protocol WHERE protocol = 'coco'
 ), params AS (
-    SELECT * FROM coco_keyed_protocols WHERE key.protocol = 'coco'
+    SELECT * FROM coco_accumulation_protocols WHERE protocol = 'coco'
 )
-SELECT key.run, metric, value FROM coco_summary_of(ap, params);
+SELECT run, metric, value FROM coco_summary_of(ap, params);

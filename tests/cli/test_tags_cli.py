@@ -4,13 +4,11 @@ invariance table, and one-line located errors that leave nothing written."""
 
 import json
 
-import numpy as np
 import pytest
 
 from evalengine import api
 from tests.conftest import PACKAGE_DATA, SAMPLE_DT, SAMPLE_GT
-from tests.generators import random_coco
-from tests.helpers import run_cli
+from tests.helpers import run_cli, write_proposals_near_objects
 
 VOC = PACKAGE_DATA / "voc_sample"
 
@@ -41,14 +39,9 @@ def test_ingest_api_tags(tmp_path):
 
 @pytest.fixture
 def proposal_store(tmp_path):
-    """A ground truth and a proposal file whose boxes sit near the objects (3 per object)."""
-    gt, _ = random_coco(3)
-    rng = np.random.default_rng(0)
-    props = [{"image_id": a["image_id"], "bbox": [a["bbox"][0] + rng.normal(0, 2), a["bbox"][1], 30.0, 20.0],
-              "score": float(rng.random())} for a in gt["annotations"] for _ in range(3)]
-    (tmp_path / "gt.json").write_text(json.dumps(gt))
-    (tmp_path / "props.json").write_text(json.dumps(props))
-    return api.ingest_gt(tmp_path / "gt.json", tmp_path / "store"), tmp_path / "props.json"
+    """A store of a ground truth, and a proposal file whose boxes sit near its objects (3 per object)."""
+    gt, props = write_proposals_near_objects(tmp_path)
+    return api.ingest_gt(gt, tmp_path / "store"), props
 
 
 def test_add_proposals_tags_and_invariance(capsys, proposal_store):
