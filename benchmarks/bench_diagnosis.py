@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -90,30 +91,36 @@ def step_pairs(store: Path, clock: Clock) -> dict:
     return clock.result(rows=rows)
 
 
-def step_tide(store: Path, clock: Clock) -> dict:
-    from evalengine import api
-
-    opened = api.open(store)
-    _remove(store, "tide")
-    clock.start()
-    diagnosis = api.tide(opened)
-    clock.lap("match")
+def _tide_numbers(diagnosis) -> dict:
+    """tidecv's ΔAP from the TIDE table, and the error counts."""
     result = diagnosis.result
-    clock.lap("delta_ap")
-    return clock.result(ap50=result.ap50, counts=result.counts)
+    return {"ap50": result.ap50, "counts": result.counts}
 
 
-def step_confusion(store: Path, clock: Clock) -> dict:
+def _confusion_numbers(result) -> dict:
+    """The matrix from the confusion table: its diagonal (background left out) and its total."""
+    matrix = result.array()
+    return {"diagonal": int(matrix.diagonal()[:-1].sum()), "total": int(matrix.sum())}
+
+
+# a diagnosis step: its protocol family (the match table and ``api.<family>``), the phase that reads the table, and
+# what that phase computes and reports
+DIAGNOSES = {"tide": ("delta_ap", _tide_numbers), "confusion": ("matrix", _confusion_numbers)}
+
+
+def step_diagnosis(store: Path, clock: Clock, family: str) -> dict:
+    """``api.<family>(store)`` with its table removed first (phase ``match``), then the phase that reads it."""
     from evalengine import api
 
+    phase, numbers = DIAGNOSES[family]
     opened = api.open(store)
-    _remove(store, "confusion")
+    _remove(store, family)
     clock.start()
-    result = api.confusion(opened)
+    diagnosis = getattr(api, family)(opened)
     clock.lap("match")
-    matrix = result.array()
-    clock.lap("matrix")
-    return clock.result(diagonal=int(matrix.diagonal()[:-1].sum()), total=int(matrix.sum()))
+    reported = numbers(diagnosis)
+    clock.lap(phase)
+    return clock.result(**reported)
 
 
 def _rows(path: Path) -> int:
@@ -122,7 +129,7 @@ def _rows(path: Path) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
-STEP_FUNCTIONS = {"pairs": step_pairs, "tide": step_tide, "confusion": step_confusion}
+STEP_FUNCTIONS = {"pairs": step_pairs, **{family: partial(step_diagnosis, family=family) for family in DIAGNOSES}}
 
 
 def _child(args) -> None:

@@ -7,19 +7,21 @@ SELECT protocol, run,
        accumulation.max_dets AS max_dets, accumulation.recall_thresholds AS recall_thresholds
 FROM read_json(getvariable('coco_protocols'), hive_partitioning = true);
 
+-- coco_accumulation_protocols, coco_accumulation_matches, coco_accumulation_gt_matches: protocols, matches and
+-- gt_matches with stage '' (a protocol's own match table), the arguments of the COCO accumulation macros
+-- (09_coco_accumulation.sql).
+CREATE OR REPLACE VIEW coco_accumulation_protocols AS SELECT *, '' AS stage FROM protocols;
+CREATE OR REPLACE VIEW coco_accumulation_matches AS SELECT *, '' AS stage FROM matches;
+CREATE OR REPLACE VIEW coco_accumulation_gt_matches AS SELECT *, '' AS stage FROM gt_matches;
+
 CREATE OR REPLACE VIEW protocol_iou_thresholds AS
-SELECT protocol, run, i - 1 AS thr_index, iou_thresholds[i] AS iou_threshold
-FROM protocols, range(1, len(iou_thresholds) + 1) AS r(i);
+SELECT * EXCLUDE (stage) FROM coco_iou_thresholds(coco_accumulation_protocols);
 
 CREATE OR REPLACE VIEW protocol_area_ranges AS
-SELECT protocol, run, i - 1 AS area_index, area_ranges[i].label AS area_range,
-       area_ranges[i].lo AS lo, area_ranges[i].hi AS hi
-FROM protocols, range(1, len(area_ranges) + 1) AS r(i);
+SELECT * EXCLUDE (stage) FROM coco_area_ranges(coco_accumulation_protocols);
 
 CREATE OR REPLACE VIEW protocol_max_dets AS
-SELECT protocol, run, i AS max_dets_index, max_dets[i] AS max_dets
-FROM protocols, range(1, len(max_dets) + 1) AS r(i);
+SELECT * EXCLUDE (stage) FROM coco_max_dets(coco_accumulation_protocols);
 
 CREATE OR REPLACE VIEW protocol_recall_thresholds AS
-SELECT protocol, run, recall_thresholds[i] AS recall_threshold, len(recall_thresholds) AS n_recall_thresholds
-FROM protocols, range(1, len(recall_thresholds) + 1) AS r(i);
+SELECT * EXCLUDE (stage) FROM coco_recall_thresholds(coco_accumulation_protocols);

@@ -16,13 +16,39 @@ SELECT protocol, run, image_id, category_id, gt_id, area, ['matched', 'miss', 'i
        matched_det_id
 FROM read_parquet(getvariable('borji_gt'), hive_partitioning = true);
 
+-- borji_stage: a stage's name from its code (evalengine.match.borji.STAGES).
+CREATE OR REPLACE MACRO borji_stage(code) AS ['S0', 'S1_cls', 'S2_loc', 'S3_dup', 'S4_miss', 'S3b_snap_only'][code + 1];
+
 -- borji_stage_matches: the COCO match table (the columns of `matches`) of every stage's detections: S0 the run,
 -- S1_cls without Type I errors, S2_loc with mislocalised boxes snapped, S3_dup without duplicates, S4_miss every
 -- matched box snapped and the misses added (det_id above the run's), S3b_snap_only snapped without misses.
 CREATE OR REPLACE VIEW borji_stage_matches AS
-SELECT protocol, run, ['S0', 'S1_cls', 'S2_loc', 'S3_dup', 'S4_miss', 'S3b_snap_only'][stage + 1] AS stage,
+SELECT protocol, run, borji_stage(stage) AS stage,
        * EXCLUDE (protocol, run, stage, shard)
 FROM read_parquet(getvariable('borji_stage_dt'), hive_partitioning = true);
+
+-- borji_stage_gt_matches: the ground-truth side of every stage's COCO match table (the columns of `gt_matches`).
+CREATE OR REPLACE VIEW borji_stage_gt_matches AS
+SELECT protocol, run, borji_stage(stage) AS stage,
+       * EXCLUDE (protocol, run, stage, shard)
+FROM read_parquet(getvariable('borji_stage_gt'), hive_partitioning = true);
+
+-- borji_stage_protocols: the COCO parameters of every stage's match table (those of the protocol), as `protocols`.
+CREATE OR REPLACE VIEW borji_stage_protocols AS
+SELECT protocol, run, borji_stage(code) AS stage, match.coco.use_cats AS use_cats,
+       match.coco.iou_thresholds AS iou_thresholds, match.coco.area_ranges AS area_ranges,
+       accumulation.max_dets AS max_dets, accumulation.recall_thresholds AS recall_thresholds
+FROM read_json(getvariable('borji_protocols'), hive_partitioning = true), range(6) AS r(code);
+
+-- borji_stage_ap: each stage's COCO AP and recall per (protocol, run, stage, category, IoU threshold, area range,
+-- max dets), the columns of `ap_by_protocol`; borji_stage_summary: pycocotools' 12 numbers of each stage (the paper's
+-- Table 3 is its AP and AP50 rows). Both by the COCO accumulation macros (09_coco_accumulation.sql) over the stage
+-- match tables.
+CREATE OR REPLACE VIEW borji_stage_ap AS
+SELECT * FROM coco_ap(borji_stage_matches, borji_stage_gt_matches, borji_stage_protocols);
+
+CREATE OR REPLACE VIEW borji_stage_summary AS
+SELECT * FROM coco_summary_of(borji_stage_ap, borji_stage_protocols);
 
 -- borji_error_counts: the errors per object size (the paper's pies), in the area ranges of the protocol's COCO
 -- parameters (both bounds inclusive, as pycocotools'), and each error's share of the range's errors.

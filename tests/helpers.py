@@ -2,8 +2,11 @@
 
 import json
 
+import numpy as np
+
 from evalengine.api import evaluate_coco, ingest_coco
 from evalengine.match.coco import CocoProtocol
+from tests.generators import random_coco
 from tests.reference import per_class, pycocotools_eval
 
 
@@ -32,11 +35,21 @@ def coco_dt(boxes, scores, image_ids=None, category_ids=None) -> list:
             for i in range(n)]
 
 
-def write_inputs(tmp_path, gt: dict, dt: list):
-    gt_path, dt_path = tmp_path / "gt.json", tmp_path / "dt.json"
+def write_inputs(tmp_path, gt: dict, dt: list, names=("gt.json", "dt.json")):
+    gt_path, dt_path = tmp_path / names[0], tmp_path / names[1]
     gt_path.write_text(json.dumps(gt))
     dt_path.write_text(json.dumps(dt))
     return gt_path, dt_path
+
+
+def write_proposals_near_objects(tmp_path, seed: int = 3):
+    """``random_coco(seed)``'s ground truth as ``gt.json`` and ``props.json``: three proposals per object, each
+    30 × 20 at its corner (x jittered), scored at random; returns their paths."""
+    gt, _ = random_coco(seed)
+    rng = np.random.default_rng(0)
+    props = [{"image_id": a["image_id"], "bbox": [a["bbox"][0] + rng.normal(0, 2), a["bbox"][1], 30.0, 20.0],
+              "score": float(rng.random())} for a in gt["annotations"] for _ in range(3)]
+    return write_inputs(tmp_path, gt, props, names=("gt.json", "props.json"))
 
 
 def ours(tmp_path, gt, dt, protocol=None, n_shards=1):

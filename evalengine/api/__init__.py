@@ -101,14 +101,16 @@ class Store:
                              overwrite=overwrite, progress=progress, tags=tags))
 
     def add_proposals(self, path, run: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
-                      box_convention: str = "continuous", overwrite: bool = False, progress=None) -> "Store":
-        """Add a proposal run (see :mod:`evalengine.io.proposals` for the formats), ranked by ``order``."""
+                      box_convention: str = "continuous", overwrite: bool = False, progress=None,
+                      tags: dict | None = None) -> "Store":
+        """Add a proposal run (see :mod:`evalengine.io.proposals` for the formats), ranked by ``order``, labelled with
+        ``tags`` (:func:`evalengine.store.tags.proposal_tags`: not ``perturbation``, ``level`` or ``reference``)."""
         check_name("run", run)
         images = self.images().collect()
         proposal = ProposalRun(lambda: iter_proposals(path, images, box_convention),
                                order or ProposalOrder(), box_convention, source=str(path))
         return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite,
-                                      progress=progress))
+                                      progress=progress, tags=tags))
 
     def add_baseline(self, kind: str, per_image: int, run: str | None = None, params: dict | None = None,
                      seed: int = 0, overwrite: bool = False) -> "Store":
@@ -125,9 +127,11 @@ class Store:
 
     def add_perturbed_proposals(self, path, run: str, kind: str, level: float | None = None, homographies=None,
                                 reference: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
-                                box_convention: str = "continuous", overwrite: bool = False) -> "Store":
+                                box_convention: str = "continuous", overwrite: bool = False,
+                                tags: dict | None = None) -> "Store":
         """Add the proposals of perturbed images (Hosang et al. §3) as a run tied to ``reference``: homographies
-        from a file or frame (``homographies``), else built for every image from ``kind`` and ``level``."""
+        from a file or frame (``homographies``), else built for every image from ``kind`` and ``level``; tagged
+        with them and ``tags`` (e.g. ``{"model": "edgeboxes"}``)."""
         self.layout.check_proposal_run(reference)
         images = self.images().collect()
         table = (homography_table(images, kind, level) if homographies is None
@@ -135,7 +139,8 @@ class Store:
         proposal = ProposalRun(lambda: iter_proposals(path, images, box_convention), order or ProposalOrder(),
                                box_convention, perturbation=table, kind=kind, level=level, reference=reference,
                                source=str(path))
-        return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite))
+        return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite,
+                                      tags=tags))
 
     def match(self, protocol, run: str, scheduler: str = "threads", address: str | None = None, on_shard_done=None,
               workers: int | None = None):
@@ -210,13 +215,15 @@ def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.
 
 
 def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
-                overwrite: bool = False, progress=None, image_metadata=None) -> Store:
+                overwrite: bool = False, progress=None, image_metadata=None, tags: dict | None = None) -> Store:
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
     :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL),
     streaming the detections into shards. ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to
-    the images table. ``overwrite`` replaces a store of ours only (see :func:`evalengine.store.build.replaced_store`)."""
+    the images table; ``tags`` label the run (as :meth:`Store.add_run`'s). ``overwrite`` replaces a store of ours only
+    (see :func:`evalengine.store.build.replaced_store`)."""
     keep_freed_memory()
     check_name("run", run)
+    check_tags(tags or {})
     replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before any parsing
     detections = prefetch(dt_path)  # parsed while the ground truth is read
     dataset = read_coco_gt(gt_json)
@@ -227,6 +234,7 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
         store, dataset.images, dataset.categories, dataset.gt,
         {run: iter_detections(dt_path, dataset, prefetched=detections)},
         n_shards=shards, provenance={"gt": str(gt_json), run: str(dt_path)}, overwrite=overwrite, progress=progress,
+        tags={run: tags or {}},
     )
     return Store(layout)
 
@@ -244,8 +252,10 @@ def ingest_gt(gt_json, store, n_shards: int | None = None, overwrite: bool = Fal
 
 def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL_RUN,
                      order: ProposalOrder | None = None, box_convention: str = "continuous",
-                     n_shards: int | None = None, overwrite: bool = False, progress=None) -> Store:
-    """Validate a COCO ground-truth file and a proposal file or .npz folder and write them as a new store."""
+                     n_shards: int | None = None, overwrite: bool = False, progress=None,
+                     tags: dict | None = None) -> Store:
+    """Validate a COCO ground-truth file and a proposal file or .npz folder and write them as a new store, the run
+    labelled with ``tags`` (:func:`evalengine.store.tags.proposal_tags`)."""
     keep_freed_memory()
     check_name("run", run)
     replaced_store(location(store), overwrite, [gt_json, proposals_path])
@@ -257,7 +267,7 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
                            box_convention, source=str(path))
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {}, n_shards=shards,
                           provenance={"gt": str(gt_json), run: str(proposals_path)}, overwrite=overwrite,
-                          progress=progress, proposal_runs={run: proposal})
+                          progress=progress, proposal_runs={run: proposal}, tags={run: tags or {}})
     return Store(layout)
 
 
@@ -341,7 +351,7 @@ def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None = 
 # the front doors of the families built on the above (imported last: they use Store and the COCO functions)
 from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, evaluate_thresholds,  # noqa: E402
                                 evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
-from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, tide, tide_summary  # noqa: E402
+from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, pairs, tide, tide_summary  # noqa: E402
 from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402
 from evalengine.api.upper_bound import (UPPER_BOUND_RUN, UPPER_BOUND_STRATEGIES, UpperBound,  # noqa: E402
                                       upper_bound, upper_bound_output)

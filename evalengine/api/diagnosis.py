@@ -1,13 +1,23 @@
 """The error-diagnosis front door: TIDE (Bolya et al.) of a stored run or of COCO files
-(:mod:`evalengine.evaluation.errors`)."""
+(:mod:`evalengine.evaluation.errors`), and the ``pairs`` table the cross-class diagnoses read."""
 
 import threading
 
-from evalengine.api import DEFAULT_RUN, on_store_or_files
+import polars as pl
+
+from evalengine.api import DEFAULT_RUN, Store, on_store_or_files
 from evalengine.evaluation.errors import TIDE_MODES, TideEvaluation, TideProtocol, diagnose_tide, tide_summary
 from evalengine.match.groups import warm_up
+from evalengine.match.pairs import PairsProtocol
+from evalengine.store.shards import scan_shards
 
-__all__ = ["TIDE_MODES", "TideEvaluation", "TideProtocol", "tide", "tide_summary"]
+__all__ = ["TIDE_MODES", "TideEvaluation", "TideProtocol", "pairs", "tide", "tide_summary"]
+
+
+def pairs(store: Store, run: str = DEFAULT_RUN, min_iou: float = 0.1, **schedule) -> pl.LazyFrame:
+    """The ``pairs`` table of a stored run (:mod:`evalengine.match.pairs`; matched once and kept, SQL view ``pairs``):
+    every (detection, ground truth) pair of any classes with IoU >= ``min_iou``, as a lazy frame."""
+    return scan_shards(store.match(PairsProtocol(min_iou=min_iou), run, **schedule) / "pairs")
 
 
 def tide(store, run: str = DEFAULT_RUN, mode: str = "tide", protocol: TideProtocol | None = None,

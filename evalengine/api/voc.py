@@ -19,25 +19,28 @@ from evalengine.store.build import create_store, replaced_store
 from evalengine.store.location import location
 from evalengine.store.paths import check_name
 from evalengine.store.sharding import default_shard_count
+from evalengine.store.tags import check_tags
 
 __all__ = ["VOC_METRICS", "VocEvaluation", "evaluate_store_voc", "evaluate_thresholds", "evaluate_voc", "ingest_voc",
            "lrp_protocol", "voc_output", "voc_sample"]
 
 
 def ingest_voc(gt, dt, store, n_shards: int | None = None, run: str = DEFAULT_RUN, overwrite: bool = False,
-               progress=None) -> Store:
+               progress=None, tags: dict | None = None) -> Store:
     """A new store from PASCAL VOC inputs (see :mod:`evalengine.io.voc`): ground truth from an ``Annotations/``
     folder of XML files or a COCO file, detections from a folder of devkit result files (``comp4_det_test_<class>
     .txt``, …) or a COCO result file, JSON Lines or Parquet. Any protocol evaluates it (the COCO one with area
-    ``w·h`` and no crowd)."""
+    ``w·h`` and no crowd). ``tags`` label the run (:mod:`evalengine.store.tags`)."""
     keep_freed_memory()
     check_name("run", run)
+    check_tags(tags or {})
     replaced_store(location(store), overwrite, [gt, dt])
     dataset = read_ground_truth(gt)
     rows = estimate_result_rows(dt) if Path(dt).is_dir() else estimate_rows(dt)
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {run: iter_voc_detections(dt, dataset)},
                           n_shards=n_shards or default_shard_count(max(rows, dataset.gt.height)),
-                          provenance={"gt": str(gt), run: str(dt)}, overwrite=overwrite, progress=progress)
+                          provenance={"gt": str(gt), run: str(dt)}, overwrite=overwrite, progress=progress,
+                          tags={run: tags or {}})
     return Store(layout)
 
 

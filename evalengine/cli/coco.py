@@ -17,7 +17,8 @@ def _cmd_ingest(args) -> str:
     timed = options.phases(args)
     with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
         store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
-                                overwrite=args.overwrite, progress=advance, image_metadata=args.image_metadata)
+                                overwrite=args.overwrite, progress=advance, image_metadata=args.image_metadata,
+                                tags=api.parse_tags(args.tag))
     text = f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})"
     return options.profiled(args, timed, text)
 
@@ -77,6 +78,7 @@ def add_ingest(sub) -> None:
     ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ingest_coco.add_argument("--image-metadata", default=None, metavar="FILE",
                              help="CSV or Parquet table keyed by image_id whose columns are added to the images")
+    options.tag_args(ingest_coco)
     options.run_args(ingest_coco)
     ingest_coco.set_defaults(func=_cmd_ingest)
     voc.add_ingest_voc(ingest_sub)
@@ -96,8 +98,7 @@ def add_add_run(sub) -> None:
     add_run.add_argument("--run", required=True, help="name of the new run")
     add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
     add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
-    add_run.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
-                         help="label the run (repeatable), e.g. --tag model=frcnn --tag perturbation=blur")
+    options.tag_args(add_run)
     options.run_args(add_run)
 
 

@@ -60,6 +60,12 @@ def schedule_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", default=None, help="tcp://HOST:PORT of a dask.distributed scheduler")
 
 
+def tag_args(parser: argparse.ArgumentParser) -> None:
+    """``--tag KEY=VALUE`` (repeatable): labels of the run the command adds (:mod:`evalengine.store.tags`)."""
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                        help="label the run (repeatable), e.g. --tag model=frcnn --tag perturbation=blur")
+
+
 def run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bars (they show only on a terminal)")
     parser.add_argument("--profile", action="store_true", help="print the time of each phase on stderr")

@@ -64,15 +64,17 @@ def _perturbation(text: str) -> tuple:
 
 
 def _cmd_add_proposals(args) -> str:
+    tags = api.parse_tags(args.tag)
     store = api.open(args.store)
     order = api.ProposalOrder(args.ordering, args.seed, dedup=not args.no_dedup)
     if args.perturbation or args.homographies:
         kind, level = args.perturbation or ("custom", None)
         store = store.add_perturbed_proposals(args.proposals, args.run, kind, level, homographies=args.homographies,
                                               reference=args.reference, order=order,
-                                              box_convention=args.box_convention, overwrite=args.overwrite)
+                                              box_convention=args.box_convention, overwrite=args.overwrite, tags=tags)
     else:
-        store = store.add_proposals(args.proposals, args.run, order, args.box_convention, overwrite=args.overwrite)
+        store = store.add_proposals(args.proposals, args.run, order, args.box_convention, overwrite=args.overwrite,
+                                    tags=tags)
     return f"store: {store.path} (proposal runs: {', '.join(sorted(store.layout.proposal_runs))})"
 
 
@@ -160,6 +162,7 @@ def add_add_proposals(sub) -> None:
     add_proposals.add_argument("--no-dedup", action="store_true")
     add_proposals.add_argument("--box-convention", choices=api.BOX_CONVENTIONS, default="continuous")
     add_proposals.add_argument("--overwrite", action="store_true")
+    options.tag_args(add_proposals)
 
 
 def add_repeatability(sub) -> None:

@@ -41,7 +41,7 @@ def _cmd_ingest_voc(args) -> str:
     timed = options.phases(args)
     with timed.phase("ingest", unit="detections") as advance:
         store = api.ingest_voc(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
-                               overwrite=args.overwrite, progress=advance)
+                               overwrite=args.overwrite, progress=advance, tags=api.parse_tags(args.tag))
     text = f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})"
     return options.profiled(args, timed, text)
 
@@ -75,6 +75,7 @@ def add_ingest_voc(ingest_sub) -> None:
     ingest.add_argument("--shards", type=options.positive_int, default=None)
     ingest.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
     ingest.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    options.tag_args(ingest)
     options.run_args(ingest)
     ingest.set_defaults(func=_cmd_ingest_voc)
 

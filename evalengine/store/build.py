@@ -22,16 +22,17 @@ from evalengine.store.tags import check_tags, proposal_tags, tag_list, with_tags
 
 
 def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False,
-                 progress=None, proposal_runs: dict | None = None) -> StoreLayout:
+                 progress=None, proposal_runs: dict | None = None, tags: dict | None = None) -> StoreLayout:
     """Write a new store atomically, under the store's write lock.
 
     ``runs`` maps a run name to an iterable of detection frames (schema :data:`evalengine.schema.DT`),
     which are sharded and written as they come. ``proposal_runs`` maps a run name to a
     :class:`~evalengine.store.ranking.ProposalRun`. ``progress(n_rows)`` is called after each frame.
-    ``provenance`` maps a name to the input it came from. ``overwrite`` replaces a store, never anything else
-    (see :func:`replaced_store`).
+    ``provenance`` maps a name to the input it came from. ``tags`` maps a run to its tags (:mod:`evalengine.store.tags`).
+    ``overwrite`` replaces a store, never anything else (see :func:`replaced_store`).
     """
     proposal_runs = proposal_runs or {}
+    tags = tags or {}
     for run in [*runs, *proposal_runs]:
         check_name("run", run)
     clash = set(runs) & set(proposal_runs)
@@ -41,9 +42,12 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
         raise StoreError(f"n_shards must be >= 1, got {n_shards}")
     path = location(path)
     images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
+    run_rows = {run: {"tags": check_tags(tags.get(run, {}))} for run in runs}  # checked before anything is written
+    run_rows.update({run: {"kind": "proposals", "tags": proposal_tags(run, proposal.description(), tags.get(run))}
+                     for run, proposal in proposal_runs.items()})
     with writing(path):
         replaced = replaced_store(path, overwrite, (provenance or {}).values())
-        _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress)
+        _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress, run_rows)
     if replaced:
         warnings.warn(f"{path}: replaced {replaced}", StoreWarning, stacklevel=2)
     return open_layout(path)
@@ -80,7 +84,7 @@ def replaced_store(path, overwrite: bool, inputs=()) -> str:
         return "a damaged store"
 
 
-def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress) -> None:
+def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress, run_rows) -> None:
     with atomic_folder(path, overwrite=True) as tmp:
         paths = StorePaths(tmp)
         write_table(images, paths.table("images").parent)
@@ -88,12 +92,11 @@ def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, pr
         with ShardWriter(paths.gt, n_shards, dict(gt.schema)) as gt_writer:  # schema.GT and extra source fields
             gt_writer.write(gt)
             gt_writer.close()
-        run_rows = [_run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress), provenance)
-                    for run, batches in runs.items()]
-        run_rows += [_run_row(run, write_proposal_run(paths.proposals(run), proposal, n_shards, progress), provenance,
-                              kind="proposals", tags=proposal_tags(proposal.description()))
-                     for run, proposal in proposal_runs.items()]
-        write_table(pl.DataFrame(run_rows, schema=schema.RUNS), paths.table("runs").parent)
+        rows = [_run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress), provenance,
+                         **run_rows[run]) for run, batches in runs.items()]
+        rows += [_run_row(run, write_proposal_run(paths.proposals(run), proposal, n_shards, progress), provenance,
+                          **run_rows[run]) for run, proposal in proposal_runs.items()]
+        write_table(pl.DataFrame(rows, schema=schema.RUNS), paths.table("runs").parent)
         manifest = {
             "schema_version": schema.SCHEMA_VERSION,
             "evalengine_version": __version__,
@@ -130,14 +133,16 @@ def add_run(layout: StoreLayout, run: str, batches, provenance=None, overwrite: 
 
 
 def add_proposal_run(layout: StoreLayout, run: str, proposal: ProposalRun, provenance=None, overwrite: bool = False,
-                     progress=None) -> StoreLayout:
-    """Add (or, with ``overwrite``, replace) a proposal run of an existing store, atomically as :func:`add_run`."""
+                     progress=None, tags: dict | None = None) -> StoreLayout:
+    """Add (or, with ``overwrite``, replace) a proposal run of an existing store with its ``tags`` (and a perturbed
+    run's own, :func:`evalengine.store.tags.proposal_tags`), atomically as :func:`add_run`."""
+    tags = proposal_tags(run, proposal.description(), tags)  # before anything is written
     with writing(layout.root):
         layout, replaced = _check_new_run(layout.root, run, overwrite, kind="proposals")
         with atomic_folder(layout.paths.proposals(run), overwrite=True) as tmp:
             n_proposals = write_proposal_run(tmp, proposal, layout.n_shards, progress)
         manifest = dict(layout.manifest, proposal_runs={**layout.proposal_runs, run: proposal.description()})
-        row = _run_row(run, n_proposals, provenance, kind="proposals", tags=proposal_tags(proposal.description()))
+        row = _run_row(run, n_proposals, provenance, kind="proposals", tags=tags)
         return _register_run(layout, row, manifest, provenance, replaced)
 
 

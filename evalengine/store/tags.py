@@ -2,8 +2,9 @@
 store's ``runs`` table as a list of ``{key, value}`` sorted by key (SQL: the ``runs`` view's ``tags`` map and the
 ``run_tags`` view).
 
-A perturbed proposal run of the repeatability machinery (Hosang et al. §3) is tagged with its ``perturbation`` kind,
-its ``level`` and its ``reference`` run when it is added, so that every perturbation run is described one way.
+A run is tagged when it is added (``ingest coco|voc --tag``, ``add-run --tag``, ``add-proposals --tag``). A perturbed
+proposal run of the repeatability machinery (Hosang et al. §3) is also tagged with its ``perturbation`` kind, its
+``level`` and its ``reference`` run, so that every perturbation run is described one way.
 A store written before tags existed reads as having none.
 """
 
@@ -14,6 +15,7 @@ from evalengine.errors import InputError
 from evalengine.store.paths import check_name
 
 MAX_VALUE = 200  # characters of a tag's value
+DERIVED = ("perturbation", "level", "reference")  # a perturbed proposal run's tags, from its description
 
 
 def check_tags(tags: dict) -> dict:
@@ -44,13 +46,22 @@ def tag_list(tags: dict | None) -> list:
     return [{"key": key, "value": value} for key, value in sorted(check_tags(tags or {}).items())]
 
 
-def proposal_tags(description: dict) -> dict:
-    """The tags of a proposal run from its manifest description: a perturbed run's kind, level and reference."""
+def proposal_tags(run: str, description: dict, given: dict | None = None) -> dict:
+    """The tags of proposal run ``run``: the ``given`` ones (``add-proposals --tag``) and, for a perturbed run, its kind,
+    level and reference from its manifest description. Those three keys are the perturbation's own: given for any
+    proposal run, they are a located error (an unperturbed run tagged with a perturbation would enter the invariance
+    table with no homographies to measure its repeatability by)."""
+    given = check_tags(given or {})
+    reserved = [key for key in DERIVED if key in given]
+    if reserved:
+        raise InputError(f"proposal run '{run}': tag {reserved[0]}={given[reserved[0]]} is not allowed: a proposal "
+                         f"run's {', '.join(DERIVED)} tags come from its perturbation (add-proposals --perturbation "
+                         "or --homographies, and --reference)")
     perturbation = description.get("perturbation")
     if not perturbation:
-        return {}
+        return given
     level = perturbation.get("level")
-    return {"perturbation": perturbation["kind"], "reference": perturbation["reference"],
+    return {**given, "perturbation": perturbation["kind"], "reference": perturbation["reference"],
             **({} if level is None else {"level": format(level, "g")})}
 
 

@@ -63,7 +63,7 @@ def _inv(id, *argv, files=(), gen5k=False, sample=True) -> Invocation:
     return Invocation(id, tuple(argv), tuple(files), ("sample",) * sample + ("gen5k",) * gen5k)
 
 
-S, P = "{tmp}/store", "{tmp}/proposal-store"
+S, P, T = "{tmp}/store", "{tmp}/proposal-store", "{tmp}/tagged-store"
 QUERY = {
     "coco-summary": "SELECT run, metric, round(value, 6) AS value FROM coco_summary ORDER BY run, metric",
     "ap": "SELECT run, area_range, max_dets, count(*) AS n, round(avg(ap) FILTER (WHERE ap > -1), 6) AS ap, "
@@ -315,6 +315,39 @@ def invocations(dataset: str) -> list:
         _inv("error-argparse-bad-area-range", "coco", *GD, "--area-ranges", "small"),
         _inv("error-argparse-missing-option", "coco", *G),
         _inv("error-argparse-no-command"),
+        # TIDE, confusion matrices, the upper bound, run tags and invariance (last: they add runs and a store)
+        _inv("tide", "tide", *GD),
+        _inv("tide-store-coco-mode-json", "tide", S, "--mode", "coco", "--json"),
+        _inv("tide-run-thresholds", "tide", S, "--run", "shifted", "--pos-threshold", "0.6",
+             "--background-threshold", "0.2", "--max-dets", "50"),
+        _inv("plot-tide", "plot", S, "tide", "--out", "{tmp}/tide.png", files=("{tmp}/tide.png",)),
+        _inv("confusion", "confusion", *GD),
+        _inv("confusion-store-normalize-json", "confusion", S, "--iou", "0.75", "--score", "0.3", "--normalize",
+             "--json"),
+        _inv("confusion-run-lrp-thresholds", "confusion", S, "--run", "shifted", "--thresholds", "lrp"),
+        _inv("confusion-score-and-thresholds-error", "confusion", S, "--score", "0.3", "--thresholds", "f1"),
+        _inv("plot-confusion", "plot", S, "confusion", "--out", "{tmp}/confusion.png", files=("{tmp}/confusion.png",)),
+        _inv("upper-bound", "upper-bound", S, "--classifier", "{tmp}/classifier.csv"),
+        _inv("upper-bound-unit-score-per-class-json", "upper-bound", S, "--classifier", "{tmp}/classifier.csv",
+             "--run", "uap-unit", "--unit-score", "--json"),
+        _inv("upper-bound-exists-error", "upper-bound", S, "--classifier", "{tmp}/classifier.csv"),
+        _inv("upper-bound-missing-rows-error", "upper-bound", S, "--classifier", "{tmp}/classifier-missing.csv",
+             "--run", "uap-missing"),
+        _inv("ingest-tags", "ingest", "coco", *GD, "--store", T, "--run", "orig", "--tag", "model=fake",
+             "--tag", "perturbation=none"),
+        _inv("add-run-tags", "add-run", T, "--run", "shift", "--dt", "{tmp}/dt-shifted.json", "--tag", "model=fake",
+             "--tag", "perturbation=shift", "--tag", "level=2"),
+        _inv("add-run-untagged", "add-run", T, "--run", "plain", "--dt", "{dt}"),
+        _inv("add-run-bad-tag-error", "add-run", T, "--run", "x", "--dt", "{dt}", "--tag", "perturbation"),
+        _inv("sql-run-tags", "sql", T, "SELECT * FROM run_tags ORDER BY ALL"),
+        _inv("invariance", "invariance", T),
+        _inv("invariance-baseline", "invariance", T, "--baseline", "none"),
+        _inv("invariance-category", "invariance", T, "--category", "1", "--perturbation", "shift"),
+        _inv("invariance-unknown-perturbation-error", "invariance", T, "--perturbation", "fog"),
+        _inv("add-proposals-tag", "add-proposals", P, "--run", "tagged", "--proposals", "{tmp}/scaled.csv",
+             "--perturbation", "scale:1.1", "--reference", "proposals", "--tag", "model=fake"),
+        _inv("add-proposals-perturbation-tag-error", "add-proposals", P, "--run", "x", "--proposals", "{props}",
+             "--tag", "perturbation=blur"),
     ]
     return [inv for inv in every if dataset in inv.datasets]
 
@@ -343,7 +376,7 @@ def generate_gen5k(folder: Path) -> None:
 
 def write_helper_files(gt_path: Path, dt_path: Path, tmp: Path) -> None:
     """Inputs derived from the dataset (plain json/csv, the same whatever evalengine does): a second detection
-    run, image metadata, flipped and scaled proposals, a query file, broken inputs."""
+    run, image metadata, flipped and scaled proposals, a classifier table, a query file, broken inputs."""
     gt = json.loads(Path(gt_path).read_text())
     dt = json.loads(Path(dt_path).read_text())
     sizes = {image["id"]: (image["width"], image["height"]) for image in gt["images"]}
@@ -390,6 +423,15 @@ def write_helper_files(gt_path: Path, dt_path: Path, tmp: Path) -> None:
         {"gaussian_params": {"mean": [0.0, 0.3, 0.5, 0.5],  # log2 aspect, sqrt relative area, relative x, y
                              "covar": [[0.5, 0.0, 0.0, 0.0], [0.0, 0.02, 0.0, 0.0], [0.0, 0.0, 0.05, 0.01],
                                        [0.0, 0.0, 0.01, 0.05]]}}))
+    # a classifier's labels of the ground truth (the upper bound): every 5th object called a person (a person: a
+    # bicycle), scores spread over [0, 1); the same without its last 3 rows
+    rows = [(a["id"], (2 if a["category_id"] == 1 else 1) if i % 5 == 0 else a["category_id"], (i * 7919 % 1000) / 1000)
+            for i, a in enumerate(gt["annotations"])]
+    for name, kept in (("classifier.csv", rows), ("classifier-missing.csv", rows[:-3])):
+        with open(tmp / name, "w", newline="") as handle:
+            out = csv.writer(handle)
+            out.writerow(["gt_id", "category_id", "score"])
+            out.writerows(kept)
     (tmp / "empty.json").write_text("[]")
     (tmp / "broken.json").write_text('[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3')
 
@@ -476,7 +518,8 @@ class Session:
 
 
 HELPER_FILES = {"dt-shifted.json", "gt-warn.json", "dt-unknown-category.json", "meta.csv", "meta-duplicate.csv", "meta-clash.csv", "flipped.csv", "scaled.csv",
-                "query.sql", "gaussian-params.json", "empty.json", "broken.json"}
+                "query.sql", "gaussian-params.json", "empty.json", "broken.json", "classifier.csv",
+                "classifier-missing.csv"}
 
 
 def _terminated(text: str) -> str:

@@ -7,11 +7,11 @@ import polars as pl
 import pytest
 
 from evalengine import api
-from tests.conftest import PACKAGE_DATA
-from tests.helpers import coco_dt, coco_gt, run_cli as _run, write_inputs
+from tests.conftest import SAMPLE_DT as DT
+from tests.conftest import SAMPLE_GT as GT
+from tests.helpers import coco_dt, coco_gt, write_inputs
+from tests.helpers import run_cli as _run
 
-GT = PACKAGE_DATA / "instances_val2014_100.json"
-DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
 CURVES = ["C75", "C50", "Loc", "Sim", "Oth", "BG", "FN"]
 
 

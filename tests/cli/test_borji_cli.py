@@ -6,11 +6,9 @@ import json
 import pytest
 
 from evalengine import api
-from tests.conftest import PACKAGE_DATA
+from tests.conftest import SAMPLE_DT as DT
+from tests.conftest import SAMPLE_GT as GT
 from tests.helpers import run_cli as _run
-
-GT = PACKAGE_DATA / "instances_val2014_100.json"
-DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
 
 
 def test_text_is_table_three_and_the_sizes(capsys):

@@ -7,10 +7,9 @@ import sys
 import pytest
 
 from evalengine.cli import main
-from tests.conftest import DATA, PACKAGE_DATA
+from tests.conftest import DATA, SAMPLE_DT, SAMPLE_GT
 
-GT = str(PACKAGE_DATA / "instances_val2014_100.json")
-DT = str(PACKAGE_DATA / "instances_val2014_fakebbox100_results.json")
+GT, DT = str(SAMPLE_GT), str(SAMPLE_DT)
 EXPECTED = json.loads((DATA / "cocoapi_fake100_expected.json").read_text())["runs"]
 
 

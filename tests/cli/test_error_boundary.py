@@ -24,11 +24,10 @@ from hypothesis import strategies as st
 from evalengine import api
 from evalengine.cli import _interrupt_again, main
 from tests.cli import cli_snapshot
-from tests.conftest import PACKAGE_DATA
+from tests.conftest import SAMPLE_DT, SAMPLE_GT
 
 REPO = Path(__file__).resolve().parents[2]
-GT = str(PACKAGE_DATA / "instances_val2014_100.json")
-DT = str(PACKAGE_DATA / "instances_val2014_fakebbox100_results.json")
+GT, DT = str(SAMPLE_GT), str(SAMPLE_DT)
 GD = ["--gt", GT, "--dt", DT]
 ENV = dict(os.environ, PYTHONPATH=str(REPO), RUST_BACKTRACE="0")
 ERROR = "evalengine: error: "

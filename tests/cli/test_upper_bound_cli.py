@@ -7,11 +7,9 @@ import polars as pl
 import pytest
 
 from evalengine.api import ingest_coco
-from tests.conftest import PACKAGE_DATA
+from tests.conftest import SAMPLE_DT as DT
+from tests.conftest import SAMPLE_GT as GT
 from tests.helpers import run_cli as _run
-
-GT = PACKAGE_DATA / "instances_val2014_100.json"
-DT = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from evalengine.api import ingest_gt, invariance
 from evalengine.errors import InputError, InputWarning
 from evalengine.metrics.summary import SUMMARY_LAYOUT
 from tests.generators import random_coco
+from tests.helpers import write_proposals_near_objects
 from tests.reference import pycocotools_eval
 
 MODELS = ("frcnn", "retina")
@@ -196,12 +197,7 @@ def test_objects_pair_by_source_annotation_id(tmp_path):
 def test_perturbed_proposal_runs_are_measured_by_repeatability(tmp_path):
     """The repeatability machinery's runs carry their kind, level and reference as tags, and enter the table as
     their repeatability against the reference run (model: the reference), equal to Store.repeatability."""
-    gt, _ = random_coco(3)
-    rng = np.random.default_rng(0)
-    props = [{"image_id": a["image_id"], "bbox": [a["bbox"][0] + rng.normal(0, 2), a["bbox"][1], 30.0, 20.0],
-              "score": float(rng.random())} for a in gt["annotations"] for _ in range(3)]
-    (tmp_path / "gt.json").write_text(json.dumps(gt))
-    (tmp_path / "props.json").write_text(json.dumps(props))
+    write_proposals_near_objects(tmp_path)
     store = ingest_gt(tmp_path / "gt.json", tmp_path / "store")
     store = store.add_proposals(tmp_path / "props.json", run="props")
     store = store.add_perturbed_proposals(tmp_path / "props.json", "light", kind="light", reference="props")

@@ -1,6 +1,8 @@
 """The ``borji_*`` views equal the Python tables: the labels, every stage's match rows and the errors per size."""
 
+import numpy as np
 import polars as pl
+import pytest
 
 from evalengine import api
 from tests.conftest import PACKAGE_DATA
@@ -28,6 +30,7 @@ def test_borji_views_on_the_sample(tmp_path):
     _check(store, api.borji(store), "borji")
     paper = api.borji(store, variant="paper")
     _check(store, paper, paper.protocol.match_key())
+    _check_stage_ap(store, paper)
     counts = store.sql("SELECT protocol, count(*) AS n FROM borji_detections GROUP BY ALL ORDER BY ALL")
     assert counts.get_column("n").to_list() == [734, 734]
 
@@ -36,3 +39,31 @@ def test_borji_views_on_random_data_with_crowd(tmp_path):
     gt, dt = random_coco(3)
     store = api.ingest_coco(*write_inputs(tmp_path, gt, dt), tmp_path / "s", n_shards=2)
     _check(store, api.borji(store, duplicates="gt_major"), api.BorjiProtocol(duplicates="gt_major").match_key())
+
+
+def _check_stage_ap(store, diagnosis) -> None:
+    """borji_stage_summary and borji_stage_ap (the COCO accumulation macros over the stage match tables) equal the
+    Python stage summary and AP table to 1e-12, row for row."""
+    where = f"WHERE protocol = '{diagnosis.protocol.match_key()}' AND run = 'default'"
+    view = store.sql(f"SELECT stage, metric, value FROM borji_stage_summary {where}")
+    python = diagnosis.summary()
+    joined = python.join(view, on=["stage", "metric"], how="full", coalesce=True, suffix="_sql")
+    assert joined.height == python.height == 12 * len(api.BORJI_STAGES)
+    np.testing.assert_allclose(joined["value_sql"].to_numpy(), joined["value"].to_numpy(), rtol=0, atol=1e-12)
+    keys = ["stage", "category_id", "iou_threshold", "area_range", "max_dets"]
+    view = store.sql(f"SELECT * EXCLUDE (protocol, run) FROM borji_stage_ap {where}").sort(keys)
+    python = diagnosis.ap_table().sort(keys)
+    assert view.select(keys).equals(python.select(keys))
+    np.testing.assert_allclose(view["ap"].to_numpy(), python["ap"].to_numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(view["recall"].to_numpy(), python["recall"].to_numpy(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [1, 4, 9])
+def test_borji_stage_ap_view_equals_python(tmp_path, seed):
+    """Both variants and both duplicate modes on random stores (crowd, empty images, ties): the stage AP of SQL is
+    the Python one."""
+    gt, dt = random_coco(seed)
+    store = api.ingest_coco(*write_inputs(tmp_path, gt, dt), tmp_path / "s", n_shards=2)
+    for variant in ("borji_ref", "paper"):
+        for duplicates in ("coco", "gt_major"):
+            _check_stage_ap(store, api.borji(store, variant=variant, duplicates=duplicates))

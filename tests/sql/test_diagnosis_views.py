@@ -15,6 +15,9 @@ def test_pairs_and_tide_views(tmp_path):
     pairs = scan_shards(store.path / "matches" / "protocol=pairs" / "run=default" / "pairs").collect()
     view = store.sql("SELECT * EXCLUDE (protocol, run, shard) FROM pairs")
     assert view.sort("det_id", "gt_id").equals(pairs.drop("protocol", "run", "shard").sort("det_id", "gt_id"))
+    assert api.pairs(store).collect().sort("det_id", "gt_id").equals(pairs.sort("det_id", "gt_id"))  # the same table
+    loose = api.pairs(store, min_iou=0.05).collect()  # a table of its own, with every pair of the default one
+    assert loose.height > pairs.height and loose.filter(pl.col("iou") >= 0.1).height == pairs.height
     counts = dict(store.sql("SELECT error, count FROM tide_error_counts").iter_rows())
     assert counts == {name: n for name, n in diagnosis.result.counts.items() if n}
     outcomes = store.sql("SELECT outcome, count(*) AS n FROM tide_detections GROUP BY 1")
