@@ -182,6 +182,8 @@ def test_decode_reads_pyarrow_arrays_bytes_and_stops_at_nul():
         np.testing.assert_array_equal(got[1], want[1])
     assert rle.decode_strings(["h3\x00ZZZ"])[0].tolist() == rle.decode_strings(["h3"])[0].tolist() == [120]
     assert rle.decode_strings(["", None])[1].tolist() == [0, 0, 0]
+    # an unfinished last value ends at the NUL as C reads it: 'h' (24, more) then NUL (16, last, negative) is -488
+    assert rle.decode_strings(["h", "h3h"])[0].tolist() == [2**32 - 488, 120, 2**32 - 488]
 
 
 def test_validation_names_the_first_bad_row():
