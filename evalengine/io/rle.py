@@ -18,7 +18,7 @@ pycocotools' quirks kept on purpose (each is tested against it):
   (``rleFrBbox``: the polygon ``x, y, x, y+h, x+w, y+h, x+w, y``). pycocotools then raises (its ``frBbox`` takes
   no list), faster-coco-eval rasterises each part's first 4 numbers as a box (a part of fewer is empty) and merges:
   :func:`from_polygons` does the same. ``annToRLE`` merges the parts by union (``rleMerge``, pairwise from the
-  first). A row without polygons (pycocotools: IndexError) is an empty mask ``[h·w]``, as faster-coco-eval.
+  first). A row without polygons (``frPyObjects([])`` raises IndexError) is an empty mask ``[h·w]``.
 - ``rleToBbox``: the run count is cut to even; a mask whose foreground runs all have length 0 (``[5, 0, 7]``) gets
   ``[w, h, 2**32 - w + 1, 2**32 - h + 1]`` (unsigned wrap-around), a mask of no foreground run ``[0, 0, 0, 0]``.
 - ``rleArea`` sums the odd runs. Uncompressed RLE (``{"counts": [...]}``) is stored as given: pycocotools
@@ -32,10 +32,6 @@ import pyarrow as pa
 from evalengine.io.rasterise import poly_rle
 
 _U32 = 0xFFFFFFFF
-
-
-def _empty_rle_arrays(n: int):
-    return np.zeros(0, np.uint32), np.zeros(n + 1, np.int64)
 
 
 # ---------------------------------------------------------------------------------------------- compressed strings
@@ -119,7 +115,7 @@ def decode_strings(strings):
     arr = _binary_array(strings)
     n = len(arr)
     if n == 0:
-        return _empty_rle_arrays(0)
+        return np.zeros(0, np.uint32), np.zeros(1, np.int64)
     bounds = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n + 1]
     data = arr.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
