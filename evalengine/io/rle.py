@@ -132,7 +132,8 @@ def encode_strings(counts, offsets) -> list:
 # ------------------------------------------------------------------------------------------------ polygons, boxes
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reserve(buf, used, need):
+def reserve(buf, used, need):
+    """``buf`` (its first ``used`` items kept) with room for ``need`` more: a kernel's growing output."""
     if used + need <= buf.size:
         return buf
     grown = np.empty(max(2 * buf.size, used + need), buf.dtype)
@@ -190,7 +191,7 @@ def _polygons_kernel(coords, part_offsets, row_parts, h, w):
             else:
                 part = poly_rle(coords[c0:c0 + length], length // 2, hh, ww)
             merged = part if p == p0 else union(merged, part)
-        counts = _reserve(counts, offsets[r], merged.size)
+        counts = reserve(counts, offsets[r], merged.size)
         counts[offsets[r]:offsets[r] + merged.size] = merged
         offsets[r + 1] = offsets[r] + merged.size
     return counts[:offsets[n]].copy(), offsets
