@@ -6,7 +6,7 @@ changes onto a sampled column, ``(x + .5) / 5 - .5`` integral and inside ``[0, w
 h]`` then ``ceil``-ed; the kept pixel indices are sorted and their differences are the runs (two toggles at the same
 pixel cancel). A segment between equal vertices divides 0 by 0: its one point has the row of ``(int)NaN`` (INT_MIN on
 x86), never used since its column equals its neighbours'. Coordinates are assumed finite and within
-:data:`evalengine.io.rle.MAX_COORDINATE`; ``h, w >= 1``.
+:data:`evalengine.io.rle.MAX_COORDINATE`.
 """
 
 import numba
@@ -72,7 +72,9 @@ def poly_rle(xy, k, h, w):
 
     The C code walks every point of the 5× upsampled boundary; here a shallow segment (``dx >= dy``: the column
     changes at every point) visits only its steps onto a sampled column, each computed with the C expression, so
-    the result is the same."""
+    the result is the same. An image of no pixel gives ``[0]``, as pycocotools when ``h`` is 0."""
+    if h <= 0 or w <= 0:
+        return np.zeros(1, np.uint32)
     m = 1
     for j in range(k):
         x0, y0 = int(_SCALE * xy[2 * j] + 0.5), int(_SCALE * xy[2 * j + 1] + 0.5)

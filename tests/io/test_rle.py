@@ -100,6 +100,8 @@ def test_a_row_without_polygons_is_an_empty_mask():
     counts, offsets = _from_polygons([[], [[1, 1, 5, 1, 5, 5]], []], 6, 7)
     assert counts[offsets[0]:offsets[1]].tolist() == [42] and counts[offsets[2]:offsets[3]].tolist() == [42]
     assert rle.area(counts, offsets)[[0, 2]].tolist() == [0, 0]
+    poly = [1, 1, 5, 1, 5, 5]
+    assert rle.encode_strings(*_from_polygons([[poly]], 0, 7)) == [mask_utils.frPyObjects([poly], 0, 7)[0]["counts"].decode()]
 
 
 def _column_major_runs(mask):
