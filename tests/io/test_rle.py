@@ -67,6 +67,15 @@ def test_polygons_equal_pycocotools_ann_to_rle():
         np.testing.assert_array_equal(rle.area(counts, offsets), want_area)
 
 
+def test_vertices_far_outside_the_image():
+    """Segments of 10**5 pixels (half a million upsampled points in pycocotools) crossing or missing the image."""
+    rng = np.random.default_rng(4)
+    rows = [[[float(v) for v in rng.uniform(-1e5, 1e5, 2 * rng.integers(3, 6))]] for _ in range(20)]
+    rows += [[[-1e5, 5.5, 1e5, 7.25, 3.0, 1e5]], [[2.0, -1e5, 9.0, 1e5, 1e5, 1e5]]]
+    got = rle.encode_strings(*_from_polygons(rows, 33, 41))
+    assert got == [mask_utils.merge(mask_utils.frPyObjects(row, 33, 41))["counts"].decode() for row in rows]
+
+
 def test_holes_as_separate_parts_are_unions():
     """COCO has no holes: an inner ring given as a second polygon is filled (union), as pycocotools."""
     outer, inner = [2, 2, 20, 2, 20, 20, 2, 20], [6, 6, 14, 6, 14, 14, 6, 14]
