@@ -122,11 +122,12 @@ def decode_strings(strings):
     return _decode_kernel(data, np.ascontiguousarray(bounds))
 
 
-def encode_strings(counts, offsets) -> list:
-    """Compressed COCO strings of the rows (pycocotools ``rleToString``), as str."""
+def encode_strings(counts, offsets, arrow: bool = False):
+    """Compressed COCO strings of the rows (pycocotools ``rleToString``): a list of str, or with ``arrow`` a pyarrow
+    large string array (no Python objects: for writing Parquet)."""
     data, bounds = _encode_kernel(np.asarray(counts, np.uint32), np.asarray(offsets, np.int64))
-    n = len(bounds) - 1
-    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(bounds), pa.py_buffer(data)).to_pylist()
+    strings = pa.LargeStringArray.from_buffers(len(bounds) - 1, pa.py_buffer(bounds), pa.py_buffer(data))
+    return strings if arrow else strings.to_pylist()
 
 
 # ------------------------------------------------------------------------------------------------ polygons, boxes

@@ -149,6 +149,7 @@ def test_strings_area_and_bbox_of_encoded_masks_equal_pycocotools():
         for i in range(masks.shape[2]):
             assert counts[offsets[i]:offsets[i + 1]].tolist() == _column_major_runs(masks[:, :, i])
         assert rle.encode_strings(counts, offsets) == [s.decode() for s in strings]
+        assert rle.encode_strings(counts, offsets, arrow=True).to_pylist() == [s.decode() for s in strings]
         hs, ws = np.full(12, h), np.full(12, w)
         np.testing.assert_array_equal(rle.area(counts, offsets), mask_utils.area(encoded))
         np.testing.assert_array_equal(rle.to_bbox(counts, offsets, hs, ws), mask_utils.toBbox(encoded))
