@@ -70,13 +70,20 @@ def pair_iou(convention, d, g, crowd) -> float:
     return corner_iou(d, g)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def block_offsets(gt_len, dt_len, lo, hi):
+    """Where each group ``k`` in ``[lo, hi)`` has its ``dt_len[k] × gt_len[k]`` block in a similarity step's values."""
+    offsets = np.zeros(hi - lo + 1, np.int64)
+    for k in range(lo, hi):
+        offsets[k - lo + 1] = offsets[k - lo] + dt_len[k] * gt_len[k]
+    return offsets
+
+
 @numba.njit(cache=True, nogil=True)
 def box_iou_blocks(convention, dt_box, gt_box, gt_crowd, gt_start, gt_len, dt_start, dt_len, lo, hi):
     """``(values, offsets)``: group ``k`` in ``[lo, hi)`` has its ``dt_len[k] × gt_len[k]`` IoU matrix, row-major
     by detection, at ``values[offsets[k - lo]:offsets[k - lo + 1]]``; boxes as ``convention`` reads them."""
-    offsets = np.zeros(hi - lo + 1, np.int64)
-    for k in range(lo, hi):
-        offsets[k - lo + 1] = offsets[k - lo] + dt_len[k] * gt_len[k]
+    offsets = block_offsets(gt_len, dt_len, lo, hi)
     values = np.empty(offsets[-1])
     for k in range(lo, hi):
         at, g0, d0, ng = offsets[k - lo], gt_start[k], dt_start[k], gt_len[k]

@@ -1,0 +1,313 @@
+"""COCO masks as pycocotools' ``maskApi.c`` reads them, vectorised over many rows.
+
+A set of ``n`` masks is ``counts`` (``np.uint32``: every row's uncompressed run lengths concatenated; column-major,
+starting with a run of 0s, as COCO) and ``offsets`` (``np.int64``, ``n + 1``: row ``r`` is
+``counts[offsets[r]:offsets[r + 1]]``), with per-row ``h, w`` (``np.int64``). The kernels transcribe ``maskApi.c``
+(pycocotools 2.0.8+, whose ``rleToBbox`` is the corrected one) line by line, quirks included; they raise nothing:
+the ``first_bad_*`` helpers find the rows to refuse before, so that the caller can name the file and id.
+
+pycocotools' quirks kept on purpose (each is tested against it):
+
+- ``rleFrString`` / ``rleToString``: 5 bits per character (48 + value, 0x20 = more), the sign taken from bit 0x10 of
+  the last character, and from the fourth run on the value stored is the difference with the run two before (``i >
+  2``, not ``i >= 2``). The string ends at a NUL character. (pycocotools shifts a C ``int``, exact only for runs
+  below 2**31 pixels; here 64-bit throughout.)
+- ``rleFrPoly``: see :mod:`evalengine.io.rasterise`. A polygon of an odd number of coordinates loses the last one
+  (``int(len(p) / 2)`` vertices).
+- ``frPyObjects``: a list whose FIRST polygon has exactly 4 numbers is read as boxes ``[x, y, w, h]``
+  (``rleFrBbox``: the polygon ``x, y, x, y+h, x+w, y+h, x+w, y``). pycocotools then raises (its ``frBbox`` takes
+  no list), faster-coco-eval rasterises each part's first 4 numbers as a box (a part of fewer is empty) and merges:
+  :func:`from_polygons` does the same. ``annToRLE`` merges the parts by union (``rleMerge``, pairwise from the
+  first). A row without polygons (``frPyObjects([])`` raises IndexError) is an empty mask ``[h·w]``.
+- ``rleToBbox``: the run count is cut to even; a mask whose foreground runs all have length 0 (``[5, 0, 7]``) gets
+  ``[w, h, 2**32 - w + 1, 2**32 - h + 1]`` (unsigned wrap-around), a mask of no foreground run ``[0, 0, 0, 0]``.
+- ``rleArea`` sums the odd runs. Uncompressed RLE (``{"counts": [...]}``) is stored as given: pycocotools
+  round-trips it through a string, which changes nothing.
+"""
+
+import numba
+import numpy as np
+import pyarrow as pa
+
+from evalengine.io.rasterise import poly_rle
+
+_U32 = 0xFFFFFFFF
+
+
+# ---------------------------------------------------------------------------------------------- compressed strings
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _finish_value(x, k, c, counts, m, base):
+    """The end of one rleFrString value: ``c`` its last character; the sign from its 0x10 bit, then the difference
+    with the run two before from the fourth run on."""
+    if c & 0x10:
+        x |= np.int64(-1) << min(5 * k, 63)
+    if m - base > 2:
+        x += np.int64(counts[m - 2])
+    counts[m] = np.uint32(x & _U32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode_kernel(data, bounds):
+    """rleFrString over every string ``data[bounds[r]:bounds[r + 1]]``: one pass, at most one value per character.
+    A string ends at a NUL, as in C; an unfinished last value ends there too (C reads the NUL: ``0 - 48`` gives a last
+    character with the 0x10 bit)."""
+    n = bounds.size - 1
+    offsets = np.zeros(n + 1, np.int64)
+    counts = np.empty(bounds[n] - bounds[0] + n, np.uint32)
+    m = 0
+    for r in range(n):
+        base, x, k = m, np.int64(0), 0
+        for p in range(bounds[r], bounds[r + 1]):
+            if data[p] == 0:
+                break
+            c = (np.int64(data[p]) - 48) & 0x3F
+            x |= (c & 0x1F) << min(5 * k, 63)
+            k += 1
+            if not c & 0x20:
+                _finish_value(x, k, c, counts, m, base)
+                m, x, k = m + 1, np.int64(0), 0
+        if k:
+            x |= np.int64(0x10) << min(5 * k, 63)
+            _finish_value(x, k + 1, 0x10, counts, m, base)
+            m += 1
+        offsets[r + 1] = m
+    return counts[:m].copy(), offsets
+
+
+@numba.njit(cache=True, nogil=True)
+def _encode_kernel(counts, offsets):
+    """rleToString of every row: the characters and their offsets."""
+    n = offsets.size - 1
+    data = np.empty(7 * counts.size, np.uint8)  # a 32-bit difference needs at most 7 characters
+    bounds = np.zeros(n + 1, np.int64)
+    p = 0
+    for r in range(n):
+        base = offsets[r]
+        for i in range(offsets[r + 1] - base):
+            x = np.int64(counts[base + i])
+            if i > 2:
+                x -= np.int64(counts[base + i - 2])
+            more = True
+            while more:
+                c = x & 0x1F
+                x >>= 5
+                more = x != -1 if c & 0x10 else x != 0
+                if more:
+                    c |= 0x20
+                data[p] = c + 48
+                p += 1
+        bounds[r + 1] = p
+    return data[:p], bounds
+
+
+def _binary_array(strings) -> pa.Array:
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks()
+    if isinstance(strings, pa.Array):
+        return strings.cast(pa.large_binary()).fill_null(b"")
+    return pa.array(strings, pa.large_binary()).fill_null(b"")
+
+
+def decode_strings(strings):
+    """``(counts, offsets)`` of compressed COCO strings (pycocotools ``rleFrString``): a list of str / bytes or a
+    pyarrow string or binary array (a null is an empty string)."""
+    arr = _binary_array(strings)
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.uint32), np.zeros(1, np.int64)
+    bounds = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n + 1]
+    data = arr.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
+    return _decode_kernel(data, np.ascontiguousarray(bounds))
+
+
+def encode_strings(counts, offsets, arrow: bool = False):
+    """Compressed COCO strings of the rows (pycocotools ``rleToString``): a list of str, or with ``arrow`` a pyarrow
+    large string array (no Python objects: for writing Parquet)."""
+    data, bounds = _encode_kernel(np.asarray(counts, np.uint32), np.asarray(offsets, np.int64))
+    strings = pa.LargeStringArray.from_buffers(len(bounds) - 1, pa.py_buffer(bounds), pa.py_buffer(data))
+    return strings if arrow else strings.to_pylist()
+
+
+# ------------------------------------------------------------------------------------------------ polygons, boxes
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def reserve(buf, used, need):
+    """``buf`` (its first ``used`` items kept) with room for ``need`` more: a kernel's growing output."""
+    if used + need <= buf.size:
+        return buf
+    grown = np.empty(max(2 * buf.size, used + need), buf.dtype)
+    grown[:used] = buf[:used]
+    return grown
+
+
+@numba.njit(cache=True, nogil=True)
+def union(a, b):
+    """pycocotools ``rleMerge`` of two masks of the same size with ``intersect=0``."""
+    out = np.empty(a.size + b.size + 1, np.uint32)
+    ca, cb = np.int64(a[0]), np.int64(b[0])
+    v = va = vb = False
+    m, ia, ib, cc, ct = 0, 1, 1, np.int64(0), np.int64(1)
+    while ct > 0:
+        c = min(ca, cb)
+        cc += c
+        ct = 0
+        ca -= c
+        if not ca and ia < a.size:
+            ca, va, ia = np.int64(a[ia]), not va, ia + 1
+        ct += ca
+        cb -= c
+        if not cb and ib < b.size:
+            cb, vb, ib = np.int64(b[ib]), not vb, ib + 1
+        ct += cb
+        vp, v = v, va or vb
+        if v != vp or ct == 0:
+            out[m] = cc
+            m += 1
+            cc = 0
+        if c == 0 and (ca == 0 and ia == a.size or cb == 0 and ib == b.size):
+            break  # counts of different sums: pycocotools loops forever; refused on ingest
+    return out[:m]
+
+
+@numba.njit(cache=True, nogil=True)
+def _polygons_kernel(coords, part_offsets, row_parts, h, w):
+    n = row_parts.size - 1
+    offsets = np.zeros(n + 1, np.int64)
+    counts = np.empty(max(16, 8 * n), np.uint32)
+    box = np.empty(8)
+    for r in range(n):
+        p0, p1, hh, ww = row_parts[r], row_parts[r + 1], h[r], w[r]
+        as_boxes = p1 > p0 and part_offsets[p0 + 1] - part_offsets[p0] == 4
+        merged = np.full(1, hh * ww, np.uint32)  # no polygon: an empty mask
+        for p in range(p0, p1):
+            c0, length = part_offsets[p], part_offsets[p + 1] - part_offsets[p]
+            if as_boxes:  # rleFrBbox: the box's corners as a polygon (fewer than 4 numbers: empty)
+                if length >= 4:
+                    xs, ys = coords[c0], coords[c0 + 1]
+                    xe, ye = xs + coords[c0 + 2], ys + coords[c0 + 3]
+                    box[0], box[1], box[2], box[3], box[4], box[5], box[6], box[7] = xs, ys, xs, ye, xe, ye, xe, ys
+                part = poly_rle(box, 4 if length >= 4 else 0, hh, ww)
+            else:
+                part = poly_rle(coords[c0:c0 + length], length // 2, hh, ww)
+            merged = part if p == p0 else union(merged, part)
+        counts = reserve(counts, offsets[r], merged.size)
+        counts[offsets[r]:offsets[r] + merged.size] = merged
+        offsets[r + 1] = offsets[r] + merged.size
+    return counts[:offsets[n]].copy(), offsets
+
+
+def from_polygons(coords, part_offsets, row_parts, h, w):
+    """``(counts, offsets)`` of each row's polygons as pycocotools ``annToRLE`` makes them (``frPyObjects`` then
+    ``merge``): polygon ``p`` is ``coords[part_offsets[p]:part_offsets[p + 1]]`` (x, y, x, y, …), row ``r`` has the
+    polygons ``row_parts[r]:row_parts[r + 1]``; the 4-number box form and the empty row as the module docstring."""
+    return _polygons_kernel(np.ascontiguousarray(coords, np.float64), np.ascontiguousarray(part_offsets, np.int64),
+                            np.ascontiguousarray(row_parts, np.int64), np.ascontiguousarray(h, np.int64),
+                            np.ascontiguousarray(w, np.int64))
+
+
+def from_boxes(boxes, h, w):
+    """``(counts, offsets)`` of ``[x, y, w, h]`` boxes, one per row (pycocotools ``frBbox``)."""
+    boxes = np.ascontiguousarray(boxes, np.float64).reshape(-1, 4)
+    n = len(boxes)
+    return from_polygons(boxes.reshape(-1), np.arange(n + 1, dtype=np.int64) * 4, np.arange(n + 1, dtype=np.int64),
+                         h, w)
+
+
+# --------------------------------------------------------------------------------------------- area, bbox, checks
+
+@numba.njit(cache=True, nogil=True)
+def _area_kernel(counts, offsets):
+    n = offsets.size - 1
+    out = np.zeros(n, np.int64)
+    for r in range(n):
+        for j in range(offsets[r] + 1, offsets[r + 1], 2):
+            out[r] += counts[j]
+    return out
+
+
+def area(counts, offsets) -> np.ndarray:
+    """Foreground pixels of each row (pycocotools ``rleArea``), int64."""
+    return _area_kernel(np.asarray(counts, np.uint32), np.asarray(offsets, np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def bbox_of(counts, r0, r1, h, w, out):
+    """pycocotools (2.0.8+) ``rleToBbox`` of the runs ``counts[r0:r1]`` into ``out[0:4]``, in uint32 arithmetic."""
+    m = (r1 - r0) // 2 * 2
+    out[:] = 0.0
+    if m == 0:
+        return
+    xs, ys, xe, ye, cc = np.int64(w), np.int64(h), np.int64(0), np.int64(0), np.int64(0)
+    for j in range(m):
+        start = cc
+        cc = (cc + counts[r0 + j]) & _U32
+        if j % 2 == 0 or counts[r0 + j] == 0:
+            continue
+        x_start, y_start = start // h, start % h
+        x_end, y_end = ((cc - 1) & _U32) // h, ((cc - 1) & _U32) % h
+        xs, xe = min(xs, x_start), max(xe, x_end)
+        if x_start < x_end:
+            ys, ye = 0, h - 1
+        else:
+            ys, ye = min(ys, y_start), max(ye, y_end)
+    out[0], out[1] = xs, ys
+    out[2], out[3] = (xe - xs + 1) & _U32, (ye - ys + 1) & _U32
+
+
+@numba.njit(cache=True, nogil=True)
+def _bbox_kernel(counts, offsets, h, w):
+    out = np.empty((offsets.size - 1, 4))
+    for r in range(offsets.size - 1):
+        bbox_of(counts, offsets[r], offsets[r + 1], h[r], w[r], out[r])
+    return out
+
+
+def to_bbox(counts, offsets, h, w) -> np.ndarray:
+    """``(n, 4)`` float64 ``[x, y, w, h]`` of each row (pycocotools ``toBbox``)."""
+    return _bbox_kernel(np.asarray(counts, np.uint32), np.asarray(offsets, np.int64),
+                        np.asarray(h, np.int64), np.asarray(w, np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_bad_sum(counts, offsets, h, w):
+    for r in range(offsets.size - 1):
+        total = np.int64(0)
+        for j in range(offsets[r], offsets[r + 1]):
+            total += counts[j]
+        if total != h[r] * w[r]:
+            return r
+    return -1
+
+
+def first_bad_counts(counts, offsets, h, w) -> int:
+    """The first row whose runs do not sum to ``h·w`` (pycocotools would read past the mask), or -1."""
+    return int(_first_bad_sum(np.asarray(counts, np.uint32), np.asarray(offsets, np.int64),
+                              np.asarray(h, np.int64), np.asarray(w, np.int64)))
+
+
+MAX_COORDINATE = 1e8  # |x|, |y| beyond: pycocotools' 32-bit ints overflow (and one segment would be 5e8 points)
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_bad_polygon(coords, part_offsets, row_parts):
+    for r in range(row_parts.size - 1):
+        p0, p1 = row_parts[r], row_parts[r + 1]
+        if p1 > p0 and part_offsets[p0 + 1] - part_offsets[p0] < 4:
+            return r
+        for p in range(p0, p1):
+            if (part_offsets[p + 1] - part_offsets[p]) % 2:
+                return r
+            for c in range(part_offsets[p], part_offsets[p + 1]):
+                if not abs(coords[c]) <= MAX_COORDINATE:
+                    return r
+    return -1
+
+
+def first_bad_polygon(coords, part_offsets, row_parts) -> int:
+    """The first row pycocotools refuses or reads wrongly, or -1: its first polygon has fewer than 4 numbers
+    (pycocotools: "input type is not supported"), a polygon has an odd number of coordinates (pycocotools drops the
+    last), or a coordinate is not finite or beyond :data:`MAX_COORDINATE`."""
+    return int(_first_bad_polygon(np.ascontiguousarray(coords, np.float64),
+                                  np.ascontiguousarray(part_offsets, np.int64), np.ascontiguousarray(row_parts, np.int64)))
