@@ -18,6 +18,7 @@ from evalengine.errors import InputError, InputWarning, first_line
 from evalengine.io.json_read import read_json_list
 from evalengine.io.json_scan import list_sample, read_span, top_level_values
 from evalengine.io.json_text import Piece, line_column, parse_values
+from evalengine.io.masks import SEGMENTATION, check_keypoints, masks, segmentation_text
 from evalengine.io.validate import check_boxes, integers, listed, require, split_bbox, unique
 
 _ANNOTATION = pl.Struct(
@@ -30,6 +31,8 @@ _ANNOTATION = pl.Struct(
         "iscrowd": pl.Int64,
         "ignore": pl.Int64,
         "difficult": pl.Int64,
+        "segmentation": SEGMENTATION,
+        **schema.GT_KEYPOINTS,
     }
 )
 RESULT_FIELDS = {"image_id": pl.Int64, "category_id": pl.Int64, "bbox": pl.List(pl.Float64), "score": pl.Float64}
@@ -103,6 +106,11 @@ def read_coco_gt(path) -> CocoDataset:
                       schema.IMAGES)
     categories = _with_id(read_json_list(path, _CATEGORY_FIELDS, spans["categories"], "category", infer=True),
                           path, "category", schema.CATEGORIES).sort("category_id")
+    try:
+        categories = categories.cast({c: t for c, t in schema.CATEGORY_KEYPOINTS.items() if c in categories.columns})
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: categories' 'keypoints' or 'skeleton' of an unexpected type ({first_line(exc)})"
+                         ) from None
     if not categories.height:
         raise InputError(f"{path}: 'categories' is empty, so there is nothing to evaluate (pycocotools would report "
                          "-1 for every metric)")
@@ -141,6 +149,7 @@ def read_coco_gt(path) -> CocoDataset:
             InputWarning,
             stacklevel=2,
         )
+    shapes = _shapes(gt, images, path)
     gt = gt.select(
         pl.col("id").alias("gt_id"),
         "image_id",
@@ -156,6 +165,7 @@ def read_coco_gt(path) -> CocoDataset:
         "gt_order",
         *_stored_names(extra, _GT_OWN, path, "annotations").values(),
     )
+    gt = pl.concat([gt, shapes], how="horizontal") if shapes.width else gt
     gt = gt.with_columns([pl.col(c).cast(t) for c, t in schema.GT.items()])
     return CocoDataset(images=images, categories=categories, gt=gt)
 
@@ -185,7 +195,21 @@ def _extra_annotation_fields(path: Path, span: tuple) -> dict:
     return fields
 
 
-_GT_OWN = set(schema.GT) | {"shard"}
+_GT_OWN = set(schema.GT) | set(schema.MASK) | set(schema.GT_KEYPOINTS) | {"shard"}
+
+
+def _shapes(gt: pl.DataFrame, images: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """The mask columns (if an annotation has a ``segmentation``) and the keypoint columns (if one has ``keypoints``
+    or ``num_keypoints``) of the annotations, in their order; none where no annotation has them (see
+    :data:`evalengine.schema.MASK`)."""
+    columns = []
+    if gt.get_column("segmentation").null_count() < gt.height:
+        text = gt.with_columns(segmentation_text(pl.col("segmentation"), SEGMENTATION, json_reader=True))
+        columns.append(masks(text, images, path, "annotation", pl.col("id")).columns)
+    if any(gt.get_column(c).null_count() < gt.height for c in schema.GT_KEYPOINTS):
+        check_keypoints(gt, path, "annotation", pl.col("id"))
+        columns.append(gt.select(list(schema.GT_KEYPOINTS)))
+    return pl.concat(columns, how="horizontal") if columns else pl.DataFrame()
 
 
 def _stored_names(names, own: set, path: Path, what: str) -> dict:

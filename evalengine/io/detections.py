@@ -11,13 +11,17 @@ integral float such as ``2.0`` is one) and scores and boxes finite numbers, and 
 1-based position (and, in JSON, its line and column).
 
 Columns: ``image_id, category_id, score`` and either ``bbox`` (a list ``[x, y, w, h]``) or four columns
-``x, y, w, h``. As pycocotools ``loadRes``: a detection's id is its 1-based position in the file,
-``area = w*h``, and every ``image_id`` must belong to the ground truth. Detections of categories absent
-from the ground truth are kept (the store loses nothing) but warned about, since the COCO protocol,
-like pycocotools, leaves them out.
+``x, y, w, h``, and may have ``segmentation`` (COCO's: a polygon list or an RLE; in Parquet its JSON text, or a struct
+``{size, counts}``) and ``keypoints`` (``[x, y, v, …]``). As pycocotools ``loadRes``: a detection's id is its 1-based
+position in the file, every ``image_id`` must belong to the ground truth, and the FIRST result's fields decide how all
+are read (:func:`result_kind`): with a ``bbox``, ``area = w*h`` (and a result without a segmentation has its box as
+a polygon, where the file has masks); else with a ``segmentation``, area and box (if not given) from the mask; else
+with ``keypoints``, area and box from their extent. Detections of categories absent from the ground truth are kept
+(the store loses nothing) but warned about, since the COCO protocol, like pycocotools, leaves them out.
 """
 
 import json
+import mmap
 import os
 import warnings
 from collections import deque
@@ -30,10 +34,12 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from evalengine.errors import InputError, InputWarning, first_line
+from evalengine import schema
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
 from evalengine.io.json_read import read_json_objects
 from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks, jsonl_chunks
 from evalengine.io.json_text import TextError
+from evalengine.io.masks import SEGMENTATION, box_polygon, check_keypoints, masks, segmentation_text
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet")
@@ -67,17 +73,31 @@ def estimate_rows(path) -> int:
     return exact if exact is not None else os.path.getsize(path) // _BYTES_PER_JSON_DETECTION
 
 
+MASK_CHUNK_BYTES = 16 * 2**20  # (peak RSS of a 5k-image file of 500k masks: 0.96 GB, against 1.3 GB in 64 MB chunks)
+SHAPE_FIELDS = {"segmentation": SEGMENTATION, **schema.KEYPOINTS}  # read where a result file has them
+
+
 def _columns(path: Path, names) -> list:
     names = list(names)
-    box = ["bbox"] if "bbox" in names else list(BOX_COLUMNS)
+    shapes = [c for c in SHAPE_FIELDS if c in names]
+    box = ["bbox"] if "bbox" in names else list(BOX_COLUMNS) if shapes == [] or "x" in names else []
     wanted = ["image_id", "category_id", "score", *box]
     missing = [c for c in wanted if c not in names]
     if missing:
         raise InputError(
             f"{path}: missing column(s) {', '.join(missing)} (found {', '.join(names)}; "
-            "expected image_id, category_id, score and bbox or x, y, w, h)"
+            "expected image_id, category_id, score and bbox or x, y, w, h, or segmentation, or keypoints)"
         )
-    return wanted
+    return wanted + shapes
+
+
+def result_fields(path) -> dict:
+    """The fields read of a COCO result file: a result's, and ``segmentation`` and ``keypoints`` where the file holds
+    the key (a byte search, so that a file of boxes reads, and stores, no shape columns)."""
+    if not os.path.getsize(path):
+        return dict(RESULT_FIELDS)
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return {**RESULT_FIELDS, **{c: t for c, t in SHAPE_FIELDS.items() if view.find(f'"{c}"'.encode()) >= 0}}
 
 
 def prefetch(path) -> Future | None:
@@ -88,7 +108,7 @@ def prefetch(path) -> Future | None:
     if not (path.is_file() and path.suffix.lower() == ".json" and path.stat().st_size <= CHUNK_BYTES):
         return None
     pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(lambda: list(parsed_in_parallel(path, RESULT_FIELDS, "detection")))
+    future = pool.submit(lambda: list(parsed_in_parallel(path, result_fields(path), "detection")))
     pool.shutdown(wait=False)
     return future
 
@@ -98,7 +118,7 @@ def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) 
     if prefetched is not None:
         yield from prefetched.result()
     elif kind == ".json":
-        yield from parsed_in_parallel(path, RESULT_FIELDS, "detection")
+        yield from parsed_in_parallel(path, result_fields(path), "detection")
     elif kind == ".parquet":
         try:  # Polars' streaming reader decodes on every core (pyarrow's batch iterator on one: 2.5x slower)
             lazy = pl.scan_parquet(path)
@@ -107,7 +127,9 @@ def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) 
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from None
     else:
-        yield from parsed_in_parallel(path, json_lines_fields(path, _columns), "detection", lines=True)
+        fields = json_lines_fields(path, _columns)
+        yield from parsed_in_parallel(path, {**fields, **{c: t for c, t in result_fields(path).items()
+                                                          if c in SHAPE_FIELDS}}, "detection", lines=True)
 
 
 def json_lines_fields(path: Path, choose) -> dict:
@@ -115,7 +137,8 @@ def json_lines_fields(path: Path, choose) -> dict:
     (a malformed line ends the sample). With no key at all, those of a result file are read, and the reader says what
     is wrong and where."""
     keys = _json_lines_keys(path)
-    return {c: RESULT_FIELDS.get(c, pl.Float64) for c in (choose(path, keys) if keys else RESULT_FIELDS)}
+    known = {**RESULT_FIELDS, **SHAPE_FIELDS}
+    return {c: known.get(c, pl.Float64) for c in (choose(path, keys) if keys else RESULT_FIELDS)}
 
 
 def _json_lines_keys(path: Path, n_lines: int = 1000) -> list:
@@ -134,7 +157,8 @@ def parsed_in_parallel(path: Path, fields: dict, what: str, lines: bool = False)
     """The chunks of a COCO result file (``lines``: a JSON Lines file) as frames of its ``fields``, parsed on all
     cores (Polars releases the GIL), in file order; an error names the ``what`` (detection, …) by its position.
 
-    At most one chunk per core is held at once, so memory stays bounded by the chunk size."""
+    At most one chunk per core is held at once, so memory stays bounded by the chunk size; compressed masks expand
+    several-fold as run lengths, so files with segmentations are read in chunks of :data:`MASK_CHUNK_BYTES`."""
     workers = os.cpu_count() or 1
     n_rows = 0
 
@@ -149,7 +173,8 @@ def parsed_in_parallel(path: Path, fields: dict, what: str, lines: bool = False)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending = deque()
-        for offset, text in (jsonl_chunks if lines else json_list_chunks)(path):
+        size = {"chunk_bytes": MASK_CHUNK_BYTES} if "segmentation" in fields else {}
+        for offset, text in (jsonl_chunks if lines else json_list_chunks)(path, **size):
             pending.append(pool.submit(read_json_objects, path, fields, text, offset, lines))
             if len(pending) >= workers:
                 yield result(pending.popleft())
@@ -157,18 +182,28 @@ def parsed_in_parallel(path: Path, fields: dict, what: str, lines: bool = False)
             yield result(pending.popleft())
 
 
-def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset) -> pl.DataFrame:
-    """Validate one batch and bring it to :data:`evalengine.schema.DT`."""
+def result_kind(first: dict) -> str:
+    """pycocotools ``loadRes``: what the first result holds decides how every result is read — ``bbox`` (a non-empty
+    box), else ``segm`` (a segmentation), else ``keypoints``."""
+    if first.get("bbox") not in (None, []) or first.get("x") is not None:
+        return "bbox"
+    return next((kind for kind, field in (("segm", "segmentation"), ("keypoints", "keypoints"))
+                 if first.get(field) is not None), "bbox")
+
+
+def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset, kind: str) -> pl.DataFrame:
+    """Validate one batch and bring it to :data:`evalengine.schema.DT` (and the shape columns of the file's fields),
+    read as ``kind`` (:func:`result_kind`)."""
     frame = raw.with_row_index("det_id", offset=offset + 1).with_columns(pl.col("det_id").cast(pl.Int64))
     row = pl.col("det_id")
     what = "detection at position"
-    require(frame, [c for c in ("image_id", "category_id", "score", "bbox") if c in frame.columns] +
-            [c for c in BOX_COLUMNS if c in frame.columns], path, what, row)
-    if "bbox" in frame.columns:
+    needed = {"bbox": [c for c in ("bbox", *BOX_COLUMNS) if c in frame.columns], "segm": ["segmentation"],
+              "keypoints": ["keypoints"]}[kind]
+    require(frame, ["image_id", "category_id", "score", *needed], path, what, row)
+    if kind == "bbox" and "bbox" in frame.columns:
         frame = split_bbox(frame, path, what, row)
     frame = integers(frame, ["image_id", "category_id"], path, what, row)
-    frame = numbers(frame, ["score", *BOX_COLUMNS], path, what, row)
-    check_boxes(frame, path, what, row)
+    frame = _checked_boxes(numbers(frame, ["score"], path, what, row), path, what, row)
     bad = frame.filter(~pl.col("score").is_finite())
     if bad.height:
         raise InputError(f"{path}: {what} {listed(bad.select(row).to_series())}: 'score' is not finite")
@@ -176,23 +211,58 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset)
     if unknown.height:
         ids = unknown.get_column("image_id").unique().sort()
         raise InputError(f"{path}: image_id {listed(ids)} not in the ground truth's images")
-    return frame.select("det_id", "image_id", "category_id", "score", *BOX_COLUMNS,
-                        (pl.col("w") * pl.col("h")).alias("area"))
+    if "keypoints" in frame.columns:
+        frame = numbers(frame, ["keypoints"], path, what, row)
+        check_keypoints(frame, path, what, row)
+    if kind == "keypoints":  # loadRes: the box of every keypoint (invisible ones too)
+        bad = frame.filter(pl.col("keypoints").list.len() == 0)
+        if bad.height:
+            raise InputError(f"{path}: {what} {listed(bad.get_column('det_id'))}: 'keypoints' is empty")
+        xs, ys = (pl.col("keypoints").list.gather_every(3, offset=k) for k in (0, 1))
+        frame = frame.with_columns(pl.concat_list(xs.list.min(), ys.list.min(), xs.list.max() - xs.list.min(),
+                                                  ys.list.max() - ys.list.min()).alias("bbox"))
+    shaped = None
+    if "segmentation" in frame.columns:
+        frame = frame.with_columns(segmentation_text(pl.col("segmentation"), frame.schema["segmentation"],
+                                                      json_reader=path.suffix.lower() != ".parquet"))
+        made = box_polygon(*map(pl.col, BOX_COLUMNS)) if kind == "bbox" else None
+        shaped = masks(frame, dataset.images, path, what, row, default_polygon=made)
+        if kind == "segm":  # loadRes: a given box is kept, else the mask's
+            given = pl.col("bbox") if "bbox" in frame.columns else pl.lit(None, pl.List(pl.Float64))
+            frame = frame.with_columns(pl.when(given.is_null() | (given.list.len() == 0))
+                                       .then(pl.Series(shaped.bbox()).cast(pl.List(pl.Float64))).otherwise(given).alias("bbox"))
+    if kind != "bbox":
+        frame = _checked_boxes(split_bbox(frame, path, what, row), path, what, row)
+    area = pl.Series(shaped.area()) if kind == "segm" else pl.col("w") * pl.col("h")
+    frame = frame.select("det_id", "image_id", "category_id", "score", *BOX_COLUMNS,
+                         area.cast(pl.Float64).alias("area"), *[c for c in schema.KEYPOINTS if c in frame.columns])
+    return pl.concat([frame, shaped.columns], how="horizontal") if shaped is not None else frame
+
+
+def _checked_boxes(frame: pl.DataFrame, path: Path, what: str, row: pl.Expr) -> pl.DataFrame:
+    """The box columns (where the frame has them yet) as finite numbers, of non-negative size."""
+    if "x" not in frame.columns:
+        return frame
+    frame = numbers(frame, list(BOX_COLUMNS), path, what, row)
+    check_boxes(frame, path, what, row)
+    return frame
 
 
 def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS,
                     prefetched: Future | None = None) -> Iterator[pl.DataFrame]:
-    """Validated detection batches of at most ``batch_rows`` rows (schema :data:`evalengine.schema.DT`)."""
+    """Validated detection batches of at most ``batch_rows`` rows (schema :data:`evalengine.schema.DT`, and the
+    shape columns where the file has shapes)."""
     path = Path(path)
     known = dataset.categories.get_column("category_id").implode()
-    n_rows, unknown = 0, {}
+    n_rows, unknown, kind = 0, {}, None
     # closed here, not by the garbage collector: a half-read JSON file holds a thread pool, which must not be
     # shut down from whatever thread happens to collect it
     with closing(_raw_batches(path, batch_rows, prefetched)) as raw_batches:
         for raw in raw_batches:
             if not raw.height:  # an empty list (or chunk) is no batch
                 continue
-            batch = _normalise(raw, path, n_rows, dataset)
+            kind = kind or result_kind(raw.row(0, named=True))
+            batch = _normalise(raw, path, n_rows, dataset, kind)
             n_rows += raw.height
             for cat, count in batch.filter(~pl.col("category_id").is_in(known)).get_column("category_id").value_counts().iter_rows():
                 unknown[cat] = unknown.get(cat, 0) + count

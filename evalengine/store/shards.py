@@ -1,5 +1,6 @@
 """Writing and reading sharded tables: one Parquet file per image shard (``folder/shard=k/part-0.parquet``)."""
 
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -119,10 +120,16 @@ def closed(batches):
 
 
 def write_batches(folder, batches, n_shards: int, table_schema: dict, progress=None) -> int:
-    """Shard and write every frame of ``batches`` as it comes; return the number of rows."""
-    with ShardWriter(folder, n_shards, table_schema) as writer, closed(batches):
-        for batch in batches:
-            writer.write(batch)
-            if progress:
-                progress(batch.height)
-        return writer.close()
+    """Shard and write every frame of ``batches`` as it comes; return the number of rows. The columns the first frame
+    has beyond ``table_schema`` (a run's masks, keypoints) are written too."""
+    with closed(batches):
+        batches = iter(batches)
+        first = next(batches, None)
+        if first is not None:
+            table_schema = {**table_schema, **{c: t for c, t in first.schema.items() if c not in table_schema}}
+        with ShardWriter(folder, n_shards, table_schema) as writer:
+            for batch in ([] if first is None else itertools.chain([first], batches)):
+                writer.write(batch)
+                if progress:
+                    progress(batch.height)
+            return writer.close()

@@ -1,0 +1,253 @@
+"""COCO segmentations and keypoints as the store's columns (:data:`evalengine.schema.MASK`, ``KEYPOINTS``).
+
+A segmentation is read as its JSON text (:data:`SEGMENTATION`; a Parquet struct ``{size, counts}`` is written back as
+one) and becomes what pycocotools ``annToRLE`` makes of it, in the image's size: a polygon list is rasterised part by
+part and merged (``frPyObjects`` + ``merge``), an uncompressed RLE (``counts`` a list) and a compressed one (a string)
+are taken as they are. The RLE format and pycocotools' rasterisation are :mod:`evalengine.io.rle`'s (a list whose
+first polygon has 4 numbers is boxes, as faster-coco-eval reads it).
+
+Where pycocotools refuses an input, faster-coco-eval's and hotcoco's rule is kept where they agree: ``[]`` is an
+empty mask (hotcoco; faster-coco-eval and pycocotools fail with an IndexError). Refused with a located error,
+although pycocotools reads them without a word: a polygon with an odd number of coordinates (it drops the last one),
+an RLE whose size is not its image's (it uses the RLE's) or whose counts do not sum to height × width, a compressed
+string that is not one; and as pycocotools, a first polygon of fewer than 4 numbers.
+"""
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalengine import schema
+from evalengine.errors import InputError
+from evalengine.io import rle
+
+SEGMENTATION = pl.String  # how a segmentation is read: its JSON text, until its form is known
+_POLYGON = pl.List(pl.List(pl.Float64))
+_RLE = {"uncompressed": pl.Struct({"size": pl.List(pl.Int64), "counts": pl.List(pl.Int64)}),
+        "compressed": pl.Struct({"size": pl.List(pl.Int64), "counts": pl.String})}
+_UINT32 = 2**32
+
+
+@dataclass(frozen=True)
+class Masks:
+    """The masks of a frame's rows: the store's columns, and the run lengths (``counts[offsets[i]:offsets[i+1]]``
+    of row ``i``, empty where it has no mask) for what is computed from them."""
+
+    columns: pl.DataFrame  # schema.MASK
+    counts: np.ndarray
+    offsets: np.ndarray
+    height: np.ndarray
+    width: np.ndarray
+
+    def area(self) -> np.ndarray:
+        """pycocotools ``maskUtils.area`` of each row's mask."""
+        return rle.area(self.counts, self.offsets)
+
+    def bbox(self) -> np.ndarray:
+        """pycocotools ``maskUtils.toBbox`` of each row's mask, ``(n, 4)``."""
+        return rle.to_bbox(self.counts, self.offsets, self.height, self.width)
+
+
+def _reader_keeps_backslashes() -> bool:
+    """Whether Polars' JSON reader, giving a nested value as text, writes a backslash of its strings as is (Polars 2.1
+    does, and escapes quotes and control characters): the text is then JSON once each backslash is doubled."""
+    text = pl.read_ndjson(io.BytesIO(b'{"s": {"c": "\\\\"}}'), schema={"s": pl.String}).item()
+    return text.replace(" ", "") == '{"c":"\\"}'
+
+
+_RAW_BACKSLASHES = _reader_keeps_backslashes()
+
+
+def segmentation_text(column: pl.Expr, dtype, json_reader: bool) -> pl.Expr:
+    """A segmentation column as JSON text: read as text by the JSON reader (``json_reader``), given as text (a Parquet
+    string column) or as a struct ``{size, counts}`` (Parquet). A compressed RLE's characters are ``0``…``o``, which
+    hold a backslash but no quote or control character, so doubling the reader's backslashes is exact for it (and
+    a string with a quote stays malformed)."""
+    if isinstance(dtype, pl.Struct):
+        return column.struct.json_encode()
+    text = column.cast(pl.String)
+    return text.str.replace_all("\\", "\\\\", literal=True) if json_reader and _RAW_BACKSLASHES else text
+
+
+def masks(frame: pl.DataFrame, images: pl.DataFrame, path, what: str, row: pl.Expr,
+          default_polygon: pl.Expr | None = None) -> Masks:
+    """The masks of ``frame``'s ``segmentation`` (JSON text, null for none) in the size of each row's image; rows
+    without one get ``default_polygon`` (a ``List(List(Float64))`` expression over the frame) if given, else no mask.
+    ``what`` and ``row`` name a row in errors (``annotation`` / ``pl.col('id')``)."""
+    sizes = images.select("image_id", pl.col("height").alias("_h"), pl.col("width").alias("_w"))
+    frame = (frame.with_row_index("_row").join(sizes, on="image_id", how="left", maintain_order="left")
+             .with_columns(row.alias("_id"), pl.col("segmentation").str.strip_chars_start().str.slice(0, 1)
+                           .alias("_opens")))
+    shaped = frame if default_polygon is not None else frame.filter(pl.col("segmentation").is_not_null())
+    _reject(shaped, pl.col("_h").is_null() | pl.col("_w").is_null(), path, what,
+            "its image has no 'height' and 'width', which its mask needs")
+    _reject(shaped, ~pl.col("_opens").is_in(["[", "{"]), path, what,
+            "'segmentation' is neither a polygon list nor an RLE {size, counts}")
+    polygon = frame.filter(pl.col("_opens") == "[")
+    polygon = polygon.with_columns(_decoded(polygon, _POLYGON, path, what).alias("polygon"))
+    if default_polygon is not None:
+        made = frame.filter(pl.col("segmentation").is_null()).with_columns(default_polygon.alias("polygon"))
+        polygon = pl.concat([polygon, made.select(polygon.columns)]).sort("_row")
+    dicts = frame.filter(pl.col("_opens") == "{")
+    listed = pl.col("segmentation").str.contains(r'"counts"\s*:\s*\[')
+    parts = [_polygon_masks(polygon, path, what)]
+    for kind, rows in (("uncompressed", dicts.filter(listed)), ("compressed", dicts.filter(~listed))):
+        rows = rows.with_columns(_decoded(rows, _RLE[kind], path, what).alias("_rle"))
+        parts.append(_rle_masks(rows, kind, path, what))
+    return _assembled(frame, polygon, parts)
+
+
+def _decoded(rows: pl.DataFrame, dtype, path, what: str) -> pl.Series:
+    """The JSON texts of ``rows`` decoded as ``dtype``; else the first that is not one, located."""
+    try:
+        return rows.get_column("segmentation").str.json_decode(dtype)
+    except pl.exceptions.PolarsError:
+        pass
+    form = "a polygon list of numbers" if dtype == _POLYGON else "an RLE {size: [h, w], counts}"
+    for ident, value in rows.select("_id", "segmentation").iter_rows():
+        try:
+            pl.Series([value]).str.json_decode(dtype)
+        except pl.exceptions.PolarsError:
+            raise InputError(f"{path}: {what} {ident}: 'segmentation' is not {form}: {_shown(value)}") from None
+    raise InputError(f"{path}: a 'segmentation' is not {form}")
+
+
+def _flat(column: pl.Series) -> tuple:
+    """``(values, lengths)`` of a list column, a null list (or element) of length -1 (a null value: NaN)."""
+    array = column.to_arrow()
+    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    lengths = pc.fill_null(pc.list_value_length(array), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return pc.list_flatten(array), lengths
+
+
+def _polygon_masks(rows: pl.DataFrame, path, what: str) -> tuple:
+    """``(rows, counts, offsets)`` of polygon rows: every part rasterised in the image's size, the parts merged."""
+    parts, n_parts = _flat(rows.get_column("polygon"))
+    coords, part_len = _flat(pl.Series(parts))
+    coords = coords.to_numpy(zero_copy_only=False).astype(np.float64)  # a null coordinate is NaN here
+    part_offsets = np.concatenate([[0], np.cumsum(np.maximum(part_len, 0))])
+    row_parts = np.concatenate([[0], np.cumsum(n_parts)])
+    bad = rle.first_bad_polygon(coords, part_offsets, row_parts) if (part_len >= 0).all() else int(
+        np.searchsorted(row_parts, np.flatnonzero(part_len < 0)[0], side="right") - 1)
+    if bad >= 0:
+        polygon = rows.get_column("polygon")[bad].to_list()
+        raise InputError(f"{path}: {what} {rows.get_column('_id')[bad]}: 'segmentation' {_polygon_problem(polygon)}")
+    h, w = _sizes(rows)
+    counts, offsets = rle.from_polygons(coords, part_offsets, row_parts, h, w)
+    return rows.get_column("_row"), counts, offsets
+
+
+def _polygon_problem(polygon: list) -> str:
+    """What is wrong with a polygon list :func:`evalengine.io.rle.first_bad_polygon` refuses."""
+    for k, part in enumerate(polygon):
+        if part is None:
+            return f"polygon {k + 1} is null"
+        if len(part) % 2:
+            return f"polygon {k + 1} has an odd number of coordinates ({len(part)})"
+        if not all(v is not None and abs(v) <= rle.MAX_COORDINATE for v in part):
+            return f"polygon {k + 1} has a null, or a coordinate beyond {rle.MAX_COORDINATE:g} in magnitude"
+    return f"the first polygon has fewer than 4 numbers ({len(polygon[0])}), which pycocotools refuses"
+
+
+def _rle_masks(rows: pl.DataFrame, kind: str, path, what: str) -> tuple:
+    """``(rows, counts, offsets)`` of RLE rows, checked: the image's size, counts that sum to its area."""
+    size, counts = pl.col("_rle").struct.field("size"), pl.col("_rle").struct.field("counts")
+    _reject(rows, size.is_null() | (size.list.len() != 2) | counts.is_null(), path, what,
+            "'segmentation' is not an RLE {size: [h, w], counts}")
+    _reject(rows, (size.list.get(0) != pl.col("_h")) | (size.list.get(1) != pl.col("_w")), path, what,
+            "'segmentation' RLE size differs from its image's [height, width]",
+            shown=pl.format("[{}, {}], the image's [{}, {}]", size.list.get(0), size.list.get(1), "_h", "_w"))
+    given = rows.get_column("_rle").struct.field("counts")
+    if kind == "uncompressed":
+        values, lengths = _flat(given)
+        values = values.to_numpy(zero_copy_only=False)
+        in_range = (values >= 0) & (values < _UINT32)  # (a null is NaN: not in range)
+        if not in_range.all():
+            row = int(np.searchsorted(np.cumsum(lengths), np.flatnonzero(~in_range)[0], side="right"))
+            raise InputError(f"{path}: {what} {rows.get_column('_id')[row]}: 'segmentation' RLE counts must be "
+                             "integers in [0, 2**32)")
+        values, offsets = values.astype(np.uint32), np.concatenate([[0], np.cumsum(lengths)])
+    else:
+        # rleFrString's characters are '0'..'o' (5 bits and 0x20 for "more"); the last one must end its value
+        _reject(rows, counts.str.contains(r"[^0-o]|[P-o]$"), path, what,
+                "'segmentation' counts is not a compressed RLE string", shown=counts)
+        values, offsets = rle.decode_strings(given.to_arrow())
+    h, w = _sizes(rows)
+    bad = rle.first_bad_counts(values, offsets, h, w)
+    if bad >= 0:
+        total = int(values[offsets[bad]:offsets[bad + 1]].sum(dtype=np.int64))
+        raise InputError(f"{path}: {what} {rows.get_column('_id')[bad]}: 'segmentation' RLE counts sum to {total}, "
+                         f"not height x width = {h[bad] * w[bad]}")
+    return rows.get_column("_row"), values, offsets
+
+
+def _assembled(frame: pl.DataFrame, polygon: pl.DataFrame, parts: list) -> Masks:
+    """Every row's mask in row order (each part holds some rows' masks)."""
+    n = frame.height
+    whole = [part for part in parts if len(part[0]) == n]
+    if whole:  # one form for every row (rows in order): as it is
+        _, counts, offsets = whole[0]
+        has = np.ones(n, bool)
+    else:
+        lengths, has = np.zeros(n, np.int64), np.zeros(n, bool)
+        for rows, _, own in parts:
+            lengths[rows.to_numpy()] = np.diff(own)
+            has[rows.to_numpy()] = True
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        counts = np.empty(offsets[-1], np.uint32)
+        for rows, values, own in parts:
+            starts = offsets[rows.to_numpy()] - own[:-1]
+            counts[np.repeat(starts, np.diff(own)) + np.arange(own[-1])] = values
+    mask_counts = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(counts),
+                                                              mask=pa.array(~has)))
+    shaped = pl.Series(has)
+    columns = frame.select(
+        pl.when(shaped).then(pl.col("_h")).alias("mask_h"),
+        pl.when(shaped).then(pl.col("_w")).alias("mask_w"),
+    ).with_columns(mask_counts.alias("mask_counts"), _polygons(n, polygon)).cast(schema.MASK)
+    h, w = _sizes(frame)
+    return Masks(columns=columns, counts=counts, offsets=offsets, height=h, width=w)
+
+
+def _polygons(n: int, polygon: pl.DataFrame) -> pl.Series:
+    return (pl.DataFrame({"_row": pl.int_range(n, eager=True, dtype=pl.UInt32)})
+            .join(polygon.select(pl.col("_row").cast(pl.UInt32), "polygon"), on="_row", how="left",
+                  maintain_order="left").get_column("polygon"))
+
+
+def _sizes(rows: pl.DataFrame) -> tuple:
+    return tuple(rows.get_column(c).fill_null(0).to_numpy().astype(np.int64) for c in ("_h", "_w"))
+
+
+def box_polygon(x: pl.Expr, y: pl.Expr, w: pl.Expr, h: pl.Expr) -> pl.Expr:
+    """pycocotools ``loadRes``: a box result without a segmentation gets ``[[x1, y1, x1, y2, x2, y2, x2, y1]]``."""
+    x2, y2 = x + w, y + h
+    return pl.concat_list(x, y, x, y2, x2, y2, x2, y).list.to_array(8).reshape((-1, 1, 8)).cast(_POLYGON)
+
+
+def check_keypoints(frame: pl.DataFrame, path, what: str, row: pl.Expr) -> None:
+    """Keypoints are ``[x, y, v]`` triples of numbers (pycocotools slices them by 3 without a check)."""
+    kp = pl.col("keypoints")
+    _reject(frame.with_columns(row.alias("_id")), kp.list.len() % 3 != 0, path, what,
+            "'keypoints' length is not a multiple of 3", shown=kp.list.len())
+    _reject(frame.with_columns(row.alias("_id")), kp.list.eval(pl.element().is_null()).list.any(), path, what,
+            "'keypoints' holds a null")
+
+
+def _reject(rows: pl.DataFrame, bad: pl.Expr, path, what: str, problem: str, shown: pl.Expr | None = None) -> None:
+    """A located error at the first of ``rows`` (which hold ``_id``) where ``bad`` holds."""
+    found = rows.filter(bad.fill_null(False))
+    if found.height:
+        ident = found.get_column("_id")[0]
+        value = f" ({_shown(found.select(shown).to_series()[0])})" if shown is not None else ""
+        more = f" (and {found.height - 1} more)" if found.height > 1 else ""
+        raise InputError(f"{path}: {what} {ident}: {problem}{value}{more}")
+
+
+def _shown(value) -> str:
+    text = str(value.to_list() if isinstance(value, pl.Series) else value)
+    return text if len(text) <= 40 else text[:37] + "..."
