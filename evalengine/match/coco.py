@@ -21,8 +21,8 @@ from evalengine.geometry.boxes import xywh
 from evalengine.match.greedy_score import assign_by_score
 from evalengine.match.groups import block_chunks, merge_groups, rank_in_group
 from evalengine.match.proposals import as_detections
-from evalengine.match.shapes import (SHAPE_COLUMNS, check_stored, keypoint_ignored, keypoint_similarity, kpt_sigmas,
-                                     mask_similarity, places, sources)
+from evalengine.match.shapes import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,
+                                     mask_similarity, places, shape_tables, sources, with_shapes)
 from evalengine.match.protocol import (Protocol, column_array, increasing, positive_integers, real_numbers,
                                        unit_thresholds)
 
@@ -57,6 +57,8 @@ class CocoProtocol(Protocol):
     defaults for it (keypoints: all/medium/large and 20). ``kpt_oks_sigmas`` (keypoints): a list for every category,
     or ``{category_id: list}`` (the others: COCO's 17 person sigmas, the default; see
     :func:`evalengine.match.shapes.kpt_sigmas`); with ``use_cats`` off, one list, as pycocotools.
+    ``kpt_use_cats_quirk`` reproduces pycocotools' ``computeOks`` with ``useCats=0``: it looks the objects up under
+    category -1, finds none, and nothing matches (AP 0); False matches the pooled objects by OKS.
     ``ignore_flag`` honours the annotations' ``ignore`` field as MATLAB's ``CocoEval.evaluateImg`` does (ignored:
     crowd, or ``ignore``, or area outside); pycocotools overwrites that field with ``iscrowd`` (False, the default).
     """
@@ -70,6 +72,7 @@ class CocoProtocol(Protocol):
     iou_type: str = "bbox"
     ignore_flag: bool = False
     kpt_oks_sigmas: tuple | None = None
+    kpt_use_cats_quirk: bool = True
     name: ClassVar[str] = "coco"
     sides: ClassVar[tuple] = ("dt", "gt")
     table_version: ClassVar[int] = 2  # 2: ``area_iou``
@@ -127,6 +130,7 @@ class CocoProtocol(Protocol):
             **({"ignore_flag": True} if self.ignore_flag else {}),
             **({"kpt_oks_sigmas": [{"category_id": c, "sigmas": list(s)} for c, s in self.kpt_oks_sigmas]}
                if self.iou_type == "keypoints" else {}),
+            **({"kpt_use_cats_quirk": False} if not self.kpt_use_cats_quirk else {}),
         }
 
     def description(self) -> dict:
@@ -158,25 +162,27 @@ class CocoProtocol(Protocol):
                       for k in range(layout.n_shards)]
         else:
             inputs = [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)]
-            if self.iou_type != "bbox" and inputs:
-                check_stored(layout, run, self.iou_type, inputs[0])
+            stored = shape_tables(layout, run, self.iou_type, inputs[0]) if inputs and self.iou_type != "bbox" else []
+            inputs = [{**files, **{f"{side}_shapes": files[side] for side in stored}} for files in inputs]
         context = {"category_ids": layout.category_ids(), "sources": sources(layout, run),
                    "proposal_ordering": layout.proposal_runs[run]["ordering"] if from_proposals else None}
         return inputs, context
 
     def input_columns(self) -> dict:
-        """The box columns, and the shape columns of the iou type (no mask is read for boxes); a proposal run's
-        table is read whole."""
+        """The box columns; the iou type's shape columns apart, from the same files (``gt_shapes``, ``dt_shapes``:
+        no mask is read for boxes, and a side stored without shapes is read without them); a proposal run's
+        table whole."""
         shapes = SHAPE_COLUMNS[self.iou_type]
-        return {"gt": [*_GT_COLUMNS, *(["ignore"] if self.ignore_flag else []), *shapes["gt"]],
-                "dt": [*_DT_COLUMNS, *shapes["dt"]]}
+        return {"gt": [*_GT_COLUMNS, *(["ignore"] if self.ignore_flag else [])], "dt": list(_DT_COLUMNS),
+                "gt_shapes": list(shapes["gt"]), "dt_shapes": list(shapes["dt"])}
 
     def match_shard(self, tables: dict, context: dict) -> dict:
         if "proposals" in tables:
             dt = as_detections(tables["proposals"], context["proposal_ordering"], context["category_ids"][0])
         else:
-            dt = tables["dt"]
-        dt_matches, gt_matches = match_shard(tables["gt"], dt, context["category_ids"], self, places(context))
+            dt = with_shapes(tables["dt"], tables.get("dt_shapes"), SHAPE_COLUMNS[self.iou_type]["dt"])
+        gt = with_shapes(tables["gt"], tables.get("gt_shapes"), SHAPE_COLUMNS[self.iou_type]["gt"])
+        dt_matches, gt_matches = match_shard(gt, dt, context["category_ids"], self, places(context))
         return {"dt": dt_matches, "gt": gt_matches}
 
 

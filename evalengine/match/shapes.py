@@ -15,10 +15,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evalengine import schema
 from evalengine.errors import ProtocolError
+from evalengine.geometry.box_iou import block_offsets
 from evalengine.geometry.masks import mask_iou_blocks, spans
 from evalengine.geometry.oks import COCO_PERSON_SIGMAS, keypoint_vars, oks_blocks
 from evalengine.io import rle
+from evalengine.store.shards import scan_shards
 
 # the shape columns each iou type reads, per side (schema.MASK, schema.GT_KEYPOINTS / KEYPOINTS)
 SHAPE_COLUMNS = {
@@ -27,18 +30,33 @@ SHAPE_COLUMNS = {
     "keypoints": {"gt": ("keypoints", "num_keypoints"), "dt": ("keypoints",)},
 }
 _WHAT = {"segm": "masks ('segmentation')", "keypoints": "keypoints"}
+_SHAPE_TYPES = {**schema.MASK, **schema.GT_KEYPOINTS}
 
 
-def check_stored(layout, run: str, iou_type: str, files: dict) -> None:
-    """A located error when the ground truth or the run (``files``: a shard of each, ``{"gt", "dt"}``) has not the
-    columns ``iou_type`` reads: none of its inputs held them."""
-    origin = sources(layout, run)
+def shape_tables(layout, run: str, iou_type: str, files: dict) -> list:
+    """The sides whose shape columns are stored (``files``: a shard of each side, ``{"gt", "dt"}``); a located error
+    for a side with rows but none of them (none of its inputs held masks or keypoints). An empty side is matched
+    without them, as pycocotools evaluates it."""
+    origin, stored = sources(layout, run), []
     for side, file in files.items():
-        missing = [c for c in SHAPE_COLUMNS[iou_type][side] if c not in pl.scan_parquet(str(file)).collect_schema()]
-        if missing:
+        needed = SHAPE_COLUMNS[iou_type][side]
+        missing = [c for c in needed if c not in pl.scan_parquet(str(file)).collect_schema()]
+        if not missing:
+            stored += [side] if needed else []
+            continue
+        folder = layout.paths.gt if side == "gt" else layout.paths.dt(run)
+        if scan_shards(folder).select(pl.len()).collect().item():
             whose = "the ground truth" if side == "gt" else f"run '{run}'"
             raise ProtocolError(f"{origin[side]}: {whose} has no {_WHAT[iou_type]}, which iou_type '{iou_type}' "
                                 f"needs (missing: {', '.join(missing)})")
+    return stored
+
+
+def with_shapes(frame: pl.DataFrame, shapes: pl.DataFrame | None, columns) -> pl.DataFrame:
+    """``frame`` beside its shape columns read apart (:func:`shape_tables`), or null ones where none are stored."""
+    if shapes is not None:
+        return frame.hstack(shapes)
+    return frame.with_columns(pl.lit(None, dtype=_SHAPE_TYPES[c]).alias(c) for c in columns)
 
 
 def _rows(frame: pl.DataFrame, column: str) -> tuple:
@@ -138,7 +156,8 @@ def _sigma_rows(categories: np.ndarray, sigmas: tuple, use_cats: bool) -> tuple:
 
 def keypoint_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol,
                         where: dict):
-    """OKS blocks as pycocotools ``computeOks``; a keypoint count that differs from the category's sigmas refused."""
+    """OKS blocks as pycocotools ``computeOks``; a keypoint count that differs from the category's sigmas refused.
+    With ``use_cats`` off and ``kpt_use_cats_quirk``, zeros: pycocotools finds no ground truth of category -1."""
     for side, frame in (("gt", gt), ("dt", dt)):
         _refuse(frame, frame.get_column("keypoints").is_null().to_numpy(), where[side],
                 "has no 'keypoints', which iou_type 'keypoints' needs")
@@ -153,10 +172,17 @@ def keypoint_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray
         if bad.any():
             first = int(np.flatnonzero(bad)[0])
             _refuse(frame, bad, where[side], f"has {n[first]} keypoints where its category's sigmas have {k[first]}")
+    if not protocol.use_cats and protocol.kpt_use_cats_quirk:
+        return lambda lo, hi: _zeros(groups, lo, hi)
     gt_box = np.ascontiguousarray(gt.select("x", "y", "w", "h").to_numpy().astype(np.float64))
     gt_area = gt.get_column("area").to_numpy().astype(np.float64)
     d_kpts, g_kpts = d_kpts.astype(np.float64, copy=False), g_kpts.astype(np.float64, copy=False)
     return lambda lo, hi: oks_blocks(d_kpts, d_span, g_kpts, g_span, gt_box, gt_area, vars_, g_vars, *groups, lo, hi)
+
+
+def _zeros(groups: tuple, lo: int, hi: int) -> tuple:
+    offsets = block_offsets(groups[1], groups[3], lo, hi)
+    return np.zeros(offsets[-1]), offsets
 
 
 def keypoint_ignored(gt: pl.DataFrame, where: dict) -> np.ndarray:
