@@ -232,7 +232,8 @@ def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
 
 
-def _box_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol, where: dict):
+def _box_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol=None,
+                    where=None):
     """Box IoU blocks in pycocotools' arithmetic (crowd: intersection over the detection's area)."""
     gt_box, dt_box = xywh(gt), xywh(dt)
     return lambda lo, hi: box_iou_blocks(COCO, dt_box, gt_box, gt_crowd, *groups, lo, hi)
