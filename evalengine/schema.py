@@ -73,6 +73,8 @@ KEYPOINTS = {"keypoints": pl.List(pl.Float64)}
 GT_KEYPOINTS = {**KEYPOINTS, "num_keypoints": pl.Int64}
 # a category's keypoint names and skeleton (pairs of 1-based keypoint indices) where given
 CATEGORY_KEYPOINTS = {"keypoints": pl.List(pl.String), "skeleton": pl.List(pl.List(pl.Int64))}
+# what a shard task reads only when its protocol names it (:meth:`evalengine.match.protocol.Protocol.input_columns`)
+SHAPES = (*MASK, *GT_KEYPOINTS)
 
 RUNS = {
     "run": pl.String,

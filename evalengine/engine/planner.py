@@ -3,6 +3,7 @@ Dask task per image shard, and writes its match table atomically, ``protocol.jso
 
 import json
 
+from evalengine import schema
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.runner import run_shard_tasks
 from evalengine.store.commit import atomic_folder
@@ -18,8 +19,8 @@ def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int
     """One shard task: read the shard's tables (of ``store``), match them, write one file per side."""
     keep_freed_memory()
     columns = protocol.input_columns()
-    sides = protocol.match_shard({name: read_stored(path, store, columns.get(name)) for name, path in inputs.items()},
-                                 context)
+    sides = protocol.match_shard({name: read_stored(path, store, columns.get(name), exclude=schema.SHAPES)
+                                  for name, path in inputs.items()}, context)
     for side, frame in sides.items():
         path = shard_file(location(out_dir) / side, shard)
         path.parent.mkdir(parents=True, exist_ok=True)

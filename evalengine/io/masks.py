@@ -188,15 +188,20 @@ def _rle_masks(rows: pl.DataFrame, kind: str, path, what: str) -> tuple:
 def _assembled(frame: pl.DataFrame, polygon: pl.DataFrame, parts: list) -> Masks:
     """Every row's mask in row order (each part holds some rows' masks)."""
     n = frame.height
-    lengths, has = np.zeros(n, np.int64), np.zeros(n, bool)
-    for rows, _, own in parts:
-        lengths[rows.to_numpy()] = np.diff(own)
-        has[rows.to_numpy()] = True
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    counts = np.empty(offsets[-1], np.uint32)
-    for rows, values, own in parts:
-        starts = offsets[rows.to_numpy()] - own[:-1]
-        counts[np.repeat(starts, np.diff(own)) + np.arange(own[-1])] = values
+    whole = [part for part in parts if len(part[0]) == n]
+    if whole:  # one form for every row (rows in order): as it is
+        _, counts, offsets = whole[0]
+        has = np.ones(n, bool)
+    else:
+        lengths, has = np.zeros(n, np.int64), np.zeros(n, bool)
+        for rows, _, own in parts:
+            lengths[rows.to_numpy()] = np.diff(own)
+            has[rows.to_numpy()] = True
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        counts = np.empty(offsets[-1], np.uint32)
+        for rows, values, own in parts:
+            starts = offsets[rows.to_numpy()] - own[:-1]
+            counts[np.repeat(starts, np.diff(own)) + np.arange(own[-1])] = values
     mask_counts = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(counts),
                                                               mask=pa.array(~has)))
     shaped = pl.Series(has)

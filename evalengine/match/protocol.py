@@ -11,7 +11,8 @@ A protocol is a frozen dataclass of parameters with
 - :meth:`match_params`: the parameters the matching depends on; they are hashed into :meth:`match_key` and
   recorded in ``protocol.json``, and a stored table is reused when they are equal;
 - :meth:`shard_inputs`: for a stored run, the files each shard task reads and the small context all share;
-- :meth:`input_columns`: the columns read of those tables (all unless it says otherwise);
+- :meth:`input_columns`: the columns read of those tables (all unless it says otherwise, but for the masks and
+  keypoints of :data:`evalengine.schema.SHAPES`, read only when named);
 - :meth:`match_shard`: one shard's tables in, one frame per side out (the numba kernels live beside it).
 """
 

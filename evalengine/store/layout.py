@@ -72,10 +72,12 @@ def damaged(path, store, problem: str) -> StoreError:
     return StoreError(f"{path}: {problem} — the store is damaged; run `evalengine fsck {store}`")
 
 
-def read_stored(path, store, columns=None) -> pl.DataFrame:
-    """A table file of ``store`` (a shard, in a shard task too), whole; a missing or unreadable one is a damaged
-    store. The one place table files are read eagerly."""
+def read_stored(path, store, columns=None, exclude=()) -> pl.DataFrame:
+    """A table file of ``store`` (a shard, in a shard task too), whole or its ``columns`` (else all but ``exclude``);
+    a missing or unreadable one is a damaged store. The one place table files are read eagerly."""
     try:
+        if columns is None and exclude:
+            return pl.scan_parquet(str(path)).select(pl.exclude(*exclude)).collect()
         return pl.read_parquet(str(path), columns=columns)
     except FileNotFoundError:
         raise damaged(path, store, "missing") from None

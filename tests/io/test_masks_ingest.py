@@ -204,6 +204,16 @@ def test_an_empty_segmentation_is_an_empty_mask(tmp_path):
     assert read_coco_gt(gt_path).gt.get_column("mask_counts").to_list() == [[120]]
 
 
+def test_a_first_polygon_of_four_numbers_is_boxes_as_faster_coco_eval_reads_it(tmp_path):
+    """pycocotools' ``frPyObjects`` takes such a list for boxes and then fails; faster-coco-eval rasterises the boxes."""
+    from faster_coco_eval.core import mask as fce_mask
+
+    segmentation = [[1, 1, 5, 5], [2, 6, 3, 2]]
+    gt_path, _ = _write(tmp_path, _gt(segmentation))
+    want = rle_counts(fce_mask.merge(fce_mask.frPyObjects(segmentation, 10, 12)))
+    assert read_coco_gt(gt_path).gt.get_column("mask_counts").to_list() == [want]
+
+
 def test_results_of_polygons_or_uncompressed_rle_without_box_take_area_and_box_from_the_mask(tmp_path):
     """pycocotools, faster-coco-eval and hotcoco all refuse these in ``loadRes`` (``maskUtils.area`` of a list); they
     are read as a compressed RLE without a box is: area and box of the mask rasterised in the image's size."""
@@ -314,5 +324,11 @@ def test_the_store_keeps_masks_and_a_box_store_has_no_mask_columns(tmp_path):
     want = read_detections(DATA / "cocoapi_fakesegm100_dt.json", dataset)
     assert store.dt().collect().sort("det_id").select(want.columns).equals(want)
     assert "mask_counts" not in boxes.dt().collect_schema()
+    # runs of masks and of boxes side by side: the dt view has the mask columns, null for the boxes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = store.add_run(PACKAGE_DATA / "instances_val2014_fakebbox100_results.json", "boxes")
+    assert store.sql("SELECT run, count(*) AS n, count(mask_counts) AS masks FROM dt GROUP BY run ORDER BY run").rows(
+    ) == [("boxes", 734, 0), ("default", 734, 734)]
     assert boxes.evaluate(evalengine.CocoProtocol()).summary().get_column("value")[0] == pytest.approx(
         0.5045806987249628, abs=1e-12)
