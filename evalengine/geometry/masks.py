@@ -62,22 +62,41 @@ def boxes_overlap(d, g) -> bool:
     return coco_box_iou(d[0], d[1], d[2], d[3], g[0], g[1], g[2], g[3], False) > 0.0
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def boundary_pair_iou(mask_iou, dt_band, d0, d1, gt_band, g0, g1, crowd):
+    """The boundary IoU of a pair (boundary-iou-api ``computeBoundaryIoU``) from its mask IoU and its boundary bands
+    (:func:`evalengine.geometry.boundary.boundaries`): the smaller of the two IoUs, the mask's for a crowd ground
+    truth."""
+    if crowd:
+        return mask_iou
+    inter, union = intersection_union(dt_band, d0, d1, gt_band, g0, g1)
+    return min(mask_iou, inter / union if inter else 0.0)
+
+
 @numba.njit(cache=True, nogil=True)
 def mask_iou_blocks(dt_counts, dt_span, dt_box, dt_area, gt_counts, gt_span, gt_box, gt_crowd,
-                    gt_start, gt_len, dt_start, dt_len, lo, hi):
+                    gt_start, gt_len, dt_start, dt_len, lo, hi, bands=None):
     """The mask counterpart of :func:`evalengine.geometry.box_iou.box_iou_blocks`: ``(values, offsets)``, group
     ``k`` in ``[lo, hi)`` having its ``dt_len[k] × gt_len[k]`` IoU matrix, row-major by detection. Row ``r``'s runs
     are ``counts[span[r, 0]:span[r, 1]]`` (:func:`spans`: rows may be reordered without moving the counts);
-    ``*_box``: :func:`evalengine.io.rle.to_bbox`; ``dt_area``: :func:`evalengine.io.rle.area`."""
+    ``*_box``: :func:`evalengine.io.rle.to_bbox`; ``dt_area``: :func:`evalengine.io.rle.area`. With ``bands =
+    (dt_band, dt_band_span, gt_band, gt_band_span)``, the boundary IoU (:func:`boundary_pair_iou`; a band lies in
+    its mask's box, so the pre-check holds for it too)."""
     offsets = block_offsets(gt_len, dt_len, lo, hi)
     values = np.zeros(offsets[-1])
     for k in range(lo, hi):
         at, g0, d0, ng = offsets[k - lo], gt_start[k], dt_start[k], gt_len[k]
         for d in range(d0, d0 + dt_len[k]):
             for g in range(g0, g0 + ng):
-                if boxes_overlap(dt_box[d], gt_box[g]):
-                    values[at + (d - d0) * ng + g - g0] = rle_iou(dt_counts, dt_span[d, 0], dt_span[d, 1], gt_counts,
-                                                                  gt_span[g, 0], gt_span[g, 1], gt_crowd[g], dt_area[d])
+                if not boxes_overlap(dt_box[d], gt_box[g]):
+                    continue
+                value = rle_iou(dt_counts, dt_span[d, 0], dt_span[d, 1], gt_counts, gt_span[g, 0], gt_span[g, 1],
+                                gt_crowd[g], dt_area[d])
+                if bands is not None:
+                    dt_band, dt_band_span, gt_band, gt_band_span = bands
+                    value = boundary_pair_iou(value, dt_band, dt_band_span[d, 0], dt_band_span[d, 1], gt_band,
+                                              gt_band_span[g, 0], gt_band_span[g, 1], gt_crowd[g])
+                values[at + (d - d0) * ng + g - g0] = value
     return values, offsets
 
 

@@ -12,16 +12,13 @@ pycocotools' quirks kept on purpose (each is tested against it):
   the last character, and from the fourth run on the value stored is the difference with the run two before (``i >
   2``, not ``i >= 2``). The string ends at a NUL character. (pycocotools shifts a C ``int``, exact only for runs
   below 2**31 pixels; here 64-bit throughout.)
-- ``rleFrPoly``: vertices scaled by 5 and truncated toward zero after ``+ 0.5`` (so -0.2 goes to 0, not -1), the
-  boundary walked in doubles, a column kept only when its centre is exactly on an upsampled column inside ``[0, w -
-  1]``, rows clamped to ``[0, h]`` then ``ceil``-ed. A polygon of an odd number of coordinates loses the last one
-  (``int(len(p) / 2)`` vertices); a segment between equal vertices divides 0 by 0 (its one point has the row of
-  ``(int)NaN``, INT_MIN on x86: it never changes a column, so it never counts).
+- ``rleFrPoly``: see :mod:`evalengine.io.rasterise`. A polygon of an odd number of coordinates loses the last one
+  (``int(len(p) / 2)`` vertices).
 - ``frPyObjects``: a list whose FIRST polygon has exactly 4 numbers is read as boxes ``[x, y, w, h]``
   (``rleFrBbox``: the polygon ``x, y, x, y+h, x+w, y+h, x+w, y``). pycocotools then raises (its ``frBbox`` takes
   no list), faster-coco-eval rasterises each part's first 4 numbers as a box (a part of fewer is empty) and merges:
   :func:`from_polygons` does the same. ``annToRLE`` merges the parts by union (``rleMerge``, pairwise from the
-  first). A row without polygons (pycocotools: IndexError) is an empty mask ``[h·w]``, as faster-coco-eval.
+  first). A row without polygons (``frPyObjects([])`` raises IndexError) is an empty mask ``[h·w]``.
 - ``rleToBbox``: the run count is cut to even; a mask whose foreground runs all have length 0 (``[5, 0, 7]``) gets
   ``[w, h, 2**32 - w + 1, 2**32 - h + 1]`` (unsigned wrap-around), a mask of no foreground run ``[0, 0, 0, 0]``.
 - ``rleArea`` sums the odd runs. Uncompressed RLE (``{"counts": [...]}``) is stored as given: pycocotools
@@ -32,48 +29,50 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-_SCALE = 5.0  # rleFrPoly's upsampling
-_INT_MIN = -2147483648  # (int)NaN on x86: the row of a point between equal vertices
+from evalengine.io.rasterise import poly_rle
+
 _U32 = 0xFFFFFFFF
-
-
-def _empty_rle_arrays(n: int):
-    return np.zeros(0, np.uint32), np.zeros(n + 1, np.int64)
 
 
 # ---------------------------------------------------------------------------------------------- compressed strings
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _finish_value(x, k, c, counts, m, base):
+    """The end of one rleFrString value: ``c`` its last character; the sign from its 0x10 bit, then the difference
+    with the run two before from the fourth run on."""
+    if c & 0x10:
+        x |= np.int64(-1) << min(5 * k, 63)
+    if m - base > 2:
+        x += np.int64(counts[m - 2])
+    counts[m] = np.uint32(x & _U32)
+
+
 @numba.njit(cache=True, nogil=True)
 def _decode_kernel(data, bounds):
-    """rleFrString over every string ``data[bounds[r]:bounds[r + 1]]`` (stopping at a NUL, as C does)."""
+    """rleFrString over every string ``data[bounds[r]:bounds[r + 1]]``: one pass, at most one value per character.
+    A string ends at a NUL, as in C; an unfinished last value ends there too (C reads the NUL: ``0 - 48`` gives a last
+    character with the 0x10 bit)."""
     n = bounds.size - 1
     offsets = np.zeros(n + 1, np.int64)
-    for r in range(n):  # one value per character without the 0x20 bit (a trailing unfinished one ends at the NUL)
-        values, more = 0, 0
+    counts = np.empty(bounds[n] - bounds[0] + n, np.uint32)
+    m = 0
+    for r in range(n):
+        base, x, k = m, np.int64(0), 0
         for p in range(bounds[r], bounds[r + 1]):
             if data[p] == 0:
                 break
-            more = (np.int64(data[p]) - 48) & 0x20
-            values += more == 0
-        offsets[r + 1] = offsets[r] + values + (more != 0)
-    counts = np.empty(offsets[n], np.uint32)
-    for r in range(n):
-        m, base, p, end = 0, offsets[r], bounds[r], bounds[r + 1]
-        while m < offsets[r + 1] - base:
-            x, k, more = np.int64(0), 0, True
-            while more:
-                c = ((np.int64(data[p]) if p < end else 0) - 48) & 0x3F  # past the end: C reads the NUL
-                x |= (c & 0x1F) << (5 * k)
-                more = (c & 0x20) != 0
-                p += 1
-                k += 1
-                if not more and (c & 0x10):
-                    x |= np.int64(-1) << (5 * k)
-            if m > 2:
-                x += np.int64(counts[base + m - 2])
-            counts[base + m] = np.uint32(x & _U32)
+            c = (np.int64(data[p]) - 48) & 0x3F
+            x |= (c & 0x1F) << min(5 * k, 63)
+            k += 1
+            if not c & 0x20:
+                _finish_value(x, k, c, counts, m, base)
+                m, x, k = m + 1, np.int64(0), 0
+        if k:
+            x |= np.int64(0x10) << min(5 * k, 63)
+            _finish_value(x, k + 1, 0x10, counts, m, base)
             m += 1
-    return counts, offsets
+        offsets[r + 1] = m
+    return counts[:m].copy(), offsets
 
 
 @numba.njit(cache=True, nogil=True)
@@ -116,89 +115,31 @@ def decode_strings(strings):
     arr = _binary_array(strings)
     n = len(arr)
     if n == 0:
-        return _empty_rle_arrays(0)
+        return np.zeros(0, np.uint32), np.zeros(1, np.int64)
     bounds = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n + 1]
     data = arr.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
     return _decode_kernel(data, np.ascontiguousarray(bounds))
 
 
-def encode_strings(counts, offsets) -> list:
-    """Compressed COCO strings of the rows (pycocotools ``rleToString``), as str."""
+def encode_strings(counts, offsets, arrow: bool = False):
+    """Compressed COCO strings of the rows (pycocotools ``rleToString``): a list of str, or with ``arrow`` a pyarrow
+    large string array (no Python objects: for writing Parquet)."""
     data, bounds = _encode_kernel(np.asarray(counts, np.uint32), np.asarray(offsets, np.int64))
-    n = len(bounds) - 1
-    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(bounds), pa.py_buffer(data)).to_pylist()
+    strings = pa.LargeStringArray.from_buffers(len(bounds) - 1, pa.py_buffer(bounds), pa.py_buffer(data))
+    return strings if arrow else strings.to_pylist()
 
 
 # ------------------------------------------------------------------------------------------------ polygons, boxes
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _reserve(buf, used, need):
+def reserve(buf, used, need):
+    """``buf`` (its first ``used`` items kept) with room for ``need`` more: a kernel's growing output."""
     if used + need <= buf.size:
         return buf
     grown = np.empty(max(2 * buf.size, used + need), buf.dtype)
     grown[:used] = buf[:used]
     return grown
-
-
-@numba.njit(cache=True, nogil=True)
-def poly_rle(xy, k, h, w):
-    """pycocotools ``rleFrPoly`` of the ``k`` vertices ``xy[0:2k]`` in an ``h × w`` image: its run lengths."""
-    x = np.empty(k + 1, np.int64)
-    y = np.empty(k + 1, np.int64)
-    for j in range(k):
-        x[j] = int(_SCALE * xy[2 * j] + 0.5)
-        y[j] = int(_SCALE * xy[2 * j + 1] + 0.5)
-    if k > 0:
-        x[k], y[k] = x[0], y[0]
-    m = 1
-    for j in range(k):
-        m += max(abs(x[j] - x[j + 1]), abs(y[j] - y[j + 1])) + 1
-    a = np.empty(m, np.int64)  # the y-boundary points, then h·w
-    nb, pu, pv, first = 0, 0, 0, True
-    for j in range(k):
-        xs, xe, ys, ye = x[j], x[j + 1], y[j], y[j + 1]
-        dx, dy = abs(xe - xs), abs(ys - ye)
-        flip = (dx >= dy and xs > xe) or (dx < dy and ys > ye)
-        if flip:
-            xs, xe, ys, ye = xe, xs, ye, ys
-        steps = max(dx, dy)
-        s = 0.0 if steps == 0 else ((ye - ys) / dx if dx >= dy else (xe - xs) / dy)
-        for d in range(steps + 1):
-            t = steps - d if flip else d
-            if dx >= dy:
-                u = t + xs
-                v = _INT_MIN if steps == 0 else int(ys + s * t + 0.5)  # 0/0: see the module docstring
-            else:
-                v = t + ys
-                u = int(xs + s * t + 0.5)
-            if not first and u != pu:  # downsample the points where the column changes
-                xd = ((u if u < pu else u - 1) + 0.5) / _SCALE - 0.5
-                if np.floor(xd) == xd and xd >= 0 and xd <= w - 1:
-                    yd = (min(pv, v) + 0.5) / _SCALE - 0.5
-                    yd = np.ceil(0.0 if yd < 0 else (float(h) if yd > h else yd))
-                    a[nb] = np.int64(xd) * h + np.int64(yd)
-                    nb += 1
-            first, pu, pv = False, u, v
-    a[nb] = h * w
-    a = np.sort(a[:nb + 1])
-    prev = 0
-    for j in range(nb + 1):
-        a[j], prev = a[j] - prev, a[j]
-    b = np.empty(nb + 1, np.uint32)
-    j, m = 1, 1
-    b[0] = a[0]
-    while j <= nb:
-        if a[j] > 0:
-            b[m] = a[j]
-            m += 1
-            j += 1
-        else:
-            j += 1
-            if j <= nb:
-                b[m - 1] += a[j]
-                j += 1
-    return b[:m]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -251,7 +192,7 @@ def _polygons_kernel(coords, part_offsets, row_parts, h, w):
             else:
                 part = poly_rle(coords[c0:c0 + length], length // 2, hh, ww)
             merged = part if p == p0 else union(merged, part)
-        counts = _reserve(counts, offsets[r], merged.size)
+        counts = reserve(counts, offsets[r], merged.size)
         counts[offsets[r]:offsets[r] + merged.size] = merged
         offsets[r + 1] = offsets[r] + merged.size
     return counts[:offsets[n]].copy(), offsets

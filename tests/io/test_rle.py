@@ -67,6 +67,15 @@ def test_polygons_equal_pycocotools_ann_to_rle():
         np.testing.assert_array_equal(rle.area(counts, offsets), want_area)
 
 
+def test_vertices_far_outside_the_image():
+    """Segments of 10**5 pixels (half a million upsampled points in pycocotools) crossing or missing the image."""
+    rng = np.random.default_rng(4)
+    rows = [[[float(v) for v in rng.uniform(-1e5, 1e5, 2 * rng.integers(3, 6))]] for _ in range(20)]
+    rows += [[[-1e5, 5.5, 1e5, 7.25, 3.0, 1e5]], [[2.0, -1e5, 9.0, 1e5, 1e5, 1e5]]]
+    got = rle.encode_strings(*_from_polygons(rows, 33, 41))
+    assert got == [mask_utils.merge(mask_utils.frPyObjects(row, 33, 41))["counts"].decode() for row in rows]
+
+
 def test_holes_as_separate_parts_are_unions():
     """COCO has no holes: an inner ring given as a second polygon is filled (union), as pycocotools."""
     outer, inner = [2, 2, 20, 2, 20, 20, 2, 20], [6, 6, 14, 6, 14, 14, 6, 14]
@@ -100,6 +109,8 @@ def test_a_row_without_polygons_is_an_empty_mask():
     counts, offsets = _from_polygons([[], [[1, 1, 5, 1, 5, 5]], []], 6, 7)
     assert counts[offsets[0]:offsets[1]].tolist() == [42] and counts[offsets[2]:offsets[3]].tolist() == [42]
     assert rle.area(counts, offsets)[[0, 2]].tolist() == [0, 0]
+    poly = [1, 1, 5, 1, 5, 5]
+    assert rle.encode_strings(*_from_polygons([[poly]], 0, 7)) == [mask_utils.frPyObjects([poly], 0, 7)[0]["counts"].decode()]
 
 
 def _column_major_runs(mask):
@@ -138,6 +149,7 @@ def test_strings_area_and_bbox_of_encoded_masks_equal_pycocotools():
         for i in range(masks.shape[2]):
             assert counts[offsets[i]:offsets[i + 1]].tolist() == _column_major_runs(masks[:, :, i])
         assert rle.encode_strings(counts, offsets) == [s.decode() for s in strings]
+        assert rle.encode_strings(counts, offsets, arrow=True).to_pylist() == [s.decode() for s in strings]
         hs, ws = np.full(12, h), np.full(12, w)
         np.testing.assert_array_equal(rle.area(counts, offsets), mask_utils.area(encoded))
         np.testing.assert_array_equal(rle.to_bbox(counts, offsets, hs, ws), mask_utils.toBbox(encoded))
@@ -182,6 +194,8 @@ def test_decode_reads_pyarrow_arrays_bytes_and_stops_at_nul():
         np.testing.assert_array_equal(got[1], want[1])
     assert rle.decode_strings(["h3\x00ZZZ"])[0].tolist() == rle.decode_strings(["h3"])[0].tolist() == [120]
     assert rle.decode_strings(["", None])[1].tolist() == [0, 0, 0]
+    # an unfinished last value ends at the NUL as C reads it: 'h' (24, more) then NUL (16, last, negative) is -488
+    assert rle.decode_strings(["h", "h3h"])[0].tolist() == [2**32 - 488, 120, 2**32 - 488]
 
 
 def test_validation_names_the_first_bad_row():

@@ -1,0 +1,156 @@
+"""pycocotools ``rleFrPoly``: a polygon's mask as run lengths, transcribed from ``maskApi.c`` with its arithmetic.
+
+The vertices are scaled by 5 and truncated toward zero after ``+ 0.5`` (so -0.2 goes to 0, not -1); the boundary is
+walked point by point in doubles (``(int)(ys + s * t + .5)``); a step between two points is kept where the column
+changes onto a sampled column, ``(x + .5) / 5 - .5`` integral and inside ``[0, w - 1]``, with its row clamped to ``[0,
+h]`` then ``ceil``-ed; the kept pixel indices are sorted and their differences are the runs (two toggles at the same
+pixel cancel). A segment between equal vertices divides 0 by 0: its one point has the row of ``(int)NaN`` (INT_MIN on
+x86), never used since its column equals its neighbours'. Coordinates are assumed finite and within
+:data:`evalengine.io.rle.MAX_COORDINATE`.
+"""
+
+import numba
+import numpy as np
+
+_SCALE = 5.0  # the upsampling
+_INT_MIN = -2147483648  # (int)NaN on x86: the row of a point between equal vertices
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _boundary_point(pu, pv, u, v, h, w):
+    """rleFrPoly's downsampling of the step from ``(pu, pv)`` to ``(u, v)`` (upsampled): the pixel index where the
+    mask toggles, or -1. In integers: ``xd = (c + .5) / 5 - .5`` is integral exactly when ``c ≡ 2 (mod 5)`` (other
+    values lie 0.2 from any integer, far beyond rounding), and ``ceil(clamp((v + .5) / 5 - .5, 0, h))`` is the
+    clamped ``ceil((v - 2) / 5)``."""
+    if u == pu:
+        return -1
+    c = u if u < pu else u - 1
+    if c < 2 or (c - 2) % 5 or (c - 2) // 5 > w - 1:
+        return -1
+    return (c - 2) // 5 * h + min(max(-((2 - min(pv, v)) // 5), 0), h)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _before_step(xs, s, t, c):
+    """Whether point ``t`` of a steep segment lies before its column's step between ``c`` and ``c + 1``."""
+    u = int(xs + s * t + 0.5)
+    return u <= c if s > 0 else u > c
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_toggles(a, n, h):
+    """``a[:n + 1]`` sorted, ``a[n]`` (= h·w) being the largest: a counting sort by column (``a // h``), then an
+    insertion sort that only meets the few toggles of one column (np.sort took most of the rasterising time)."""
+    out = np.empty(n + 1, np.int64)
+    out[n] = a[n]
+    if n == 0:
+        return out
+    lo, hi = a[0] // h, a[0] // h
+    for i in range(n):
+        lo, hi = min(lo, a[i] // h), max(hi, a[i] // h)
+    start = np.zeros(hi - lo + 2, np.int64)
+    for i in range(n):
+        start[a[i] // h - lo + 1] += 1
+    for c in range(1, start.size):
+        start[c] += start[c - 1]
+    for i in range(n):
+        c = a[i] // h - lo
+        out[start[c]] = a[i]
+        start[c] += 1
+    for i in range(1, n):
+        value, j = out[i], i - 1
+        while j >= 0 and out[j] > value:
+            out[j + 1] = out[j]
+            j -= 1
+        out[j + 1] = value
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def poly_rle(xy, k, h, w):
+    """pycocotools ``rleFrPoly`` of the ``k`` vertices ``xy[0:2k]`` in an ``h × w`` image: its run lengths.
+
+    The C code walks every point of the 5× upsampled boundary; here a shallow segment (``dx >= dy``: the column
+    changes at every point) visits only its steps onto a sampled column, each computed with the C expression, so
+    the result is the same. An image of no pixel gives ``[0]``, as pycocotools when ``h`` is 0."""
+    if h <= 0 or w <= 0:
+        return np.zeros(1, np.uint32)
+    m = 1
+    for j in range(k):
+        x0, y0 = int(_SCALE * xy[2 * j] + 0.5), int(_SCALE * xy[2 * j + 1] + 0.5)
+        jn = (j + 1) % k
+        x1, y1 = int(_SCALE * xy[2 * jn] + 0.5), int(_SCALE * xy[2 * jn + 1] + 0.5)
+        m += max(abs(x1 - x0), abs(y1 - y0)) // 5 + 2
+    a = np.empty(m, np.int64)  # the toggles (at most one per sampled column a segment crosses, + 1), then h·w
+    nb, pu, pv = 0, 0, 0
+    for j in range(k):
+        xs, ys = int(_SCALE * xy[2 * j] + 0.5), int(_SCALE * xy[2 * j + 1] + 0.5)
+        jn = (j + 1) % k
+        xe, ye = int(_SCALE * xy[2 * jn] + 0.5), int(_SCALE * xy[2 * jn + 1] + 0.5)
+        dx, dy = abs(xe - xs), abs(ys - ye)
+        flip = (dx >= dy and xs > xe) or (dx < dy and ys > ye)
+        if flip:
+            xs, xe, ys, ye = xe, xs, ye, ys
+        if dx >= dy:
+            s = (ye - ys) / dx if dx else 0.0
+            t0 = dx if flip else 0  # the first point visited: its step from the previous segment's last point
+            u, v = xs + t0, int(ys + s * t0 + 0.5) if dx else _INT_MIN  # 0/0: see the module docstring
+            if j > 0:
+                p = _boundary_point(pu, pv, u, v, h, w)
+                if p >= 0:
+                    a[nb] = p
+                    nb += 1
+            # steps between t and t + 1 (either direction) land on column xs + t: only t ≡ 2 - xs (mod 5) count
+            lo = max(0, 2 - xs)
+            t = lo + (2 - xs - lo) % 5
+            hi = min(dx - 1, 5 * (w - 1) + 2 - xs)
+            while t <= hi:
+                vmin = min(int(ys + s * t + 0.5), int(ys + s * (t + 1) + 0.5))
+                a[nb] = (xs + t - 2) // 5 * h + min(max(-((2 - vmin) // 5), 0), h)
+                nb += 1
+                t += 5
+            t1 = 0 if flip else dx  # the last point visited
+            pu, pv = xs + t1, int(ys + s * t1 + 0.5) if dx else _INT_MIN
+        else:
+            s = (xe - xs) / dy
+            t0 = dy if flip else 0
+            if j > 0:
+                p = _boundary_point(pu, pv, int(xs + s * t0 + 0.5), ys + t0, h, w)
+                if p >= 0:
+                    a[nb] = p
+                    nb += 1
+            # the column u(t) moves by at most 1 per step and monotonically: it steps from c to c ± 1 once for each
+            # c between its ends; find that step for the sampled c by the line's equation, then exactly
+            ua, ub = int(xs + 0.5), int(xs + s * dy + 0.5)
+            lo = max(min(ua, ub), 2)
+            c = lo + (2 - lo) % 5
+            while c <= min(max(ua, ub) - 1, 5 * (w - 1) + 2):
+                t = min(max(int(np.floor((c + 0.5 - xs) / s)), 0), dy - 1)
+                while t + 1 < dy and _before_step(xs, s, t + 1, c):
+                    t += 1
+                while t > 0 and not _before_step(xs, s, t, c):
+                    t -= 1
+                a[nb] = (c - 2) // 5 * h + min(max(-((2 - ys - t) // 5), 0), h)
+                nb += 1
+                c += 5
+            t1 = 0 if flip else dy  # the last point visited
+            pu, pv = int(xs + s * t1 + 0.5), ys + t1
+    a[nb] = h * w
+    a = _sort_toggles(a, nb, h)
+    prev = 0
+    for j in range(nb + 1):
+        a[j], prev = a[j] - prev, a[j]
+    b = np.empty(nb + 1, np.uint32)
+    j, m = 1, 1
+    b[0] = a[0]
+    while j <= nb:
+        if a[j] > 0:
+            b[m] = a[j]
+            m += 1
+            j += 1
+        else:
+            j += 1
+            if j <= nb:
+                b[m - 1] += a[j]
+                j += 1
+    return b[:m]
