@@ -40,7 +40,7 @@ COCO_MAX_DETS = (1, 10, 100)
 # pycocotools Params('keypoints')
 KEYPOINT_AREA_RANGES = (("all", 0.0, 1e5**2), ("medium", 32.0**2, 96.0**2), ("large", 96.0**2, 1e5**2))
 KEYPOINT_MAX_DETS = (20,)
-IOU_TYPES = ("bbox", "segm", "keypoints")
+IOU_TYPES = ("bbox", "segm", "keypoints", "boundary")
 _GT_COLUMNS = ("gt_id", "image_id", "category_id", "x", "y", "w", "h", "area", "iscrowd", "gt_order")
 _DT_COLUMNS = ("det_id", "image_id", "category_id", "score", "x", "y", "w", "h", "area")
 _BITS = 64  # outcomes per (detection, area range) are stored as one uint64 bit mask over thresholds
@@ -53,7 +53,7 @@ class CocoProtocol(Protocol):
     ``area_ranges`` are ``(label, lo, hi)`` with both bounds inclusive, as in pycocotools.
     ``zero_id_quirk`` reproduces pycocotools counting a match to ground-truth id 0 as unmatched;
     set it to False for the corrected behaviour. ``iou_type`` chooses the similarity step (:data:`SIMILARITY`):
-    ``bbox``, ``segm`` (masks) or ``keypoints`` (OKS); ``area_ranges`` and ``max_dets`` left out are pycocotools'
+    ``bbox``, ``segm`` (masks), ``boundary`` (boundary IoU, Cheng et al.) or ``keypoints`` (OKS); ``area_ranges`` and ``max_dets`` left out are pycocotools'
     defaults for it (keypoints: all/medium/large and 20). ``kpt_oks_sigmas`` (keypoints): a list for every category,
     or ``{category_id: list}`` (the others: COCO's 17 person sigmas, the default; see
     :func:`evalengine.match.shapes.kpt_sigmas`); with ``use_cats`` off, one list, as pycocotools.
@@ -241,7 +241,8 @@ def _box_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, gr
 
 # the similarity step of each iou type: (gt, dt, crowd flags, groups, protocol, where rows are named in errors) → a
 # function of a group range giving its blocks
-SIMILARITY = {"bbox": _box_similarity, "segm": mask_similarity, "keypoints": keypoint_similarity}
+SIMILARITY = {"bbox": _box_similarity, "segm": mask_similarity, "boundary": mask_similarity,
+              "keypoints": keypoint_similarity}
 
 
 def assign(blocks, groups: tuple, rules: tuple, n_dt: int, n_gt: int) -> tuple:

@@ -1,5 +1,6 @@
-"""The similarity steps of the COCO protocol's ``segm`` and ``keypoints`` iou types (pycocotools ``computeIoU`` on
-masks, ``computeOks``): the stored columns they read, the checks that name what is missing, the keypoint sigmas.
+"""The similarity steps of the COCO protocol's ``segm``, ``boundary`` and ``keypoints`` iou types (pycocotools
+``computeIoU`` on masks, boundary-iou-api's ``computeBoundaryIoU``, ``computeOks``): the stored columns they read,
+the checks that name what is missing, the keypoint sigmas.
 
 ``segm``: mask IoU of the stored run lengths (:func:`evalengine.geometry.masks.mask_iou_blocks`; crowd: intersection
 over the detection's mask area), areas for the area ranges as pycocotools (a ground truth's ``area`` field, a
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 
 from evalengine import schema
 from evalengine.errors import ProtocolError
+from evalengine.geometry.boundary import boundaries
 from evalengine.geometry.box_iou import block_offsets
 from evalengine.geometry.masks import mask_iou_blocks, spans
 from evalengine.geometry.oks import COCO_PERSON_SIGMAS, keypoint_vars, oks_blocks
@@ -27,9 +29,10 @@ from evalengine.store.shards import scan_shards
 SHAPE_COLUMNS = {
     "bbox": {"gt": (), "dt": ()},
     "segm": {"gt": ("mask_h", "mask_w", "mask_counts"), "dt": ("mask_h", "mask_w", "mask_counts")},
+    "boundary": {"gt": ("mask_h", "mask_w", "mask_counts"), "dt": ("mask_h", "mask_w", "mask_counts")},
     "keypoints": {"gt": ("keypoints", "num_keypoints"), "dt": ("keypoints",)},
 }
-_WHAT = {"segm": "masks ('segmentation')", "keypoints": "keypoints"}
+_WHAT = {"segm": "masks ('segmentation')", "boundary": "masks ('segmentation')", "keypoints": "keypoints"}
 _SHAPE_TYPES = {**schema.MASK, **schema.GT_KEYPOINTS}
 
 
@@ -89,22 +92,32 @@ def sources(layout, run: str) -> dict:
     return {"gt": provenance.get("gt") or str(layout.root), "dt": provenance.get(run) or str(layout.root)}
 
 
-def _masks(frame: pl.DataFrame, where: tuple) -> tuple:
-    """``(counts, span, box, area)`` of the rows' masks (``rleToBbox``, ``rleArea``); a row without one refused."""
+def _masks(frame: pl.DataFrame, where: tuple, iou_type: str, boundary: bool = False) -> tuple:
+    """``(counts, span, box, area, band)`` of the rows' masks (``rleToBbox``, ``rleArea``; ``band``: the boundary
+    bands' ``(counts, span)`` when ``boundary``); a row without one refused."""
     _refuse(frame, frame.get_column("mask_counts").is_null().to_numpy(), where,
-            "has no 'segmentation', which iou_type 'segm' needs")
+            f"has no 'segmentation', which iou_type '{iou_type}' needs")
     counts, span = _rows(frame, "mask_counts")
+    counts = counts.astype(np.uint32, copy=False)
     offsets = np.append(span[:, 0], span[-1, 1] if len(span) else 0)
     h, w = (frame.get_column(c).to_numpy().astype(np.int64) for c in ("mask_h", "mask_w"))
-    return counts.astype(np.uint32, copy=False), span, rle.to_bbox(counts, offsets, h, w), rle.area(counts, offsets)
+    band = None
+    if boundary:
+        band_counts, band_offsets = boundaries(counts, offsets, h, w)
+        band = (band_counts, spans(band_offsets))
+    return counts, span, rle.to_bbox(counts, offsets, h, w), rle.area(counts, offsets), band
 
 
 def mask_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol, where: dict):
-    """Mask IoU blocks as pycocotools ``maskUtils.iou`` (crowd: intersection over the detection's mask area)."""
-    g_counts, g_span, g_box, _ = _masks(gt, where["gt"])
-    d_counts, d_span, d_box, d_area = _masks(dt, where["dt"])
+    """Mask IoU blocks as pycocotools ``maskUtils.iou`` (crowd: intersection over the detection's mask area); for
+    ``boundary``, boundary IoU as the authors' ``computeBoundaryIoU`` (dilation ratio 0.02: the smaller of the mask
+    and boundary IoUs, the mask's for a crowd ground truth; :mod:`evalengine.geometry.boundary`)."""
+    boundary = protocol.iou_type == "boundary"
+    g_counts, g_span, g_box, _, g_band = _masks(gt, where["gt"], protocol.iou_type, boundary)
+    d_counts, d_span, d_box, d_area, d_band = _masks(dt, where["dt"], protocol.iou_type, boundary)
+    bands = (*d_band, *g_band) if boundary else None
     return lambda lo, hi: mask_iou_blocks(d_counts, d_span, d_box, d_area, g_counts, g_span, g_box, gt_crowd,
-                                          *groups, lo, hi)
+                                          *groups, lo, hi, bands)
 
 
 def kpt_sigmas(value) -> tuple:

@@ -1,12 +1,19 @@
-"""Differential tests of the segm and keypoints iou types: random mask datasets and keypoint sets
-(:mod:`tests.shape_generators`), every stat and per-class value equal to pycocotools at 1e-12."""
+"""Differential tests of the segm, keypoints and boundary iou types: random mask datasets and keypoint sets
+(:mod:`tests.shape_generators`), every stat and per-class value equal to pycocotools (boundary: boundary-iou-api's
+rules on pycocotools) at 1e-12."""
+
+import json
 
 import numpy as np
 import polars as pl
 import pytest
+from pycocotools import mask as mask_utils
 from pycocotools.cocoeval import COCOeval
 
+from evalengine.api import evaluate_coco
 from evalengine.match.coco import CocoProtocol
+from tests.conftest import DATA, PACKAGE_DATA
+from tests.geometry.test_boundary import compute_boundary_iou
 from tests.helpers import both_stats, ours
 from tests.reference import per_class, pycocotools_eval
 from tests.shape_generators import random_keypoints, random_masks
@@ -111,3 +118,43 @@ def test_per_category_sigmas_equal_pycocotools_per_category(tmp_path, seed):
         row = table.filter(pl.col("category_id") == category).row(0, named=True)
         np.testing.assert_allclose([row["ap"], row["ap50"], row["ar"]], ref, rtol=0, atol=1e-12,
                                    err_msg=f"seed {seed} category {category}")
+
+
+class _BoundaryEval(COCOeval):
+    """boundary-iou-api's COCOeval for ``iouType='boundary'``: pycocotools' segm evaluation with ``computeIoU`` giving
+    ``computeBoundaryIoU`` (the authors' rules, :func:`tests.geometry.test_boundary.compute_boundary_iou`)."""
+
+    def computeIoU(self, imgId, catId):
+        p = self.params
+        cats = [catId] if p.useCats else p.catIds
+        gt = [g for c in cats for g in self._gts[imgId, c]]
+        dt = [d for c in cats for d in self._dts[imgId, c]]
+        if not gt and not dt:
+            return []
+        dt = [dt[i] for i in np.argsort([-d["score"] for d in dt], kind="mergesort")][:p.maxDets[-1]]
+        masks = [[mask_utils.decode(o["segmentation"]) for o in side] for side in (dt, gt)]
+        return compute_boundary_iou(*masks, [int(o["iscrowd"]) for o in gt])
+
+
+@pytest.mark.parametrize("batch", range(4))
+def test_random_boundary_datasets_equal_the_authors(tmp_path, batch):
+    for seed in range(batch * SEEDS_PER_BATCH, (batch + 1) * SEEDS_PER_BATCH):
+        gt, dt = random_masks(2000 + seed)
+        protocol = CocoProtocol(iou_type="boundary", use_cats=seed % 3 != 2)
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        got = ours(folder, gt, dt, protocol, n_shards=1 + seed % 2).stats()
+        ref = pycocotools_eval(gt, dt, use_cats=protocol.use_cats, iou_type="segm", evaluator=_BoundaryEval).stats
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12, err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("gt_path, dt_path", [
+    (PACKAGE_DATA / "instances_val2014_100.json", DATA / "cocoapi_fakesegm100_dt.json"),
+    (DATA / "fce_dataset_gt.json", DATA / "fce_dataset_rle_nobbox_dt.json"),
+    (DATA / "detectron2_gt.json", DATA / "detectron2_dt.json"),
+])
+def test_golden_mask_cases_under_boundary_iou_equal_the_authors(gt_path, dt_path):
+    gt, dt = json.loads(gt_path.read_text()), json.loads(dt_path.read_text())
+    got = evaluate_coco(gt_path, dt_path, CocoProtocol(iou_type="boundary")).stats()
+    ref = pycocotools_eval(gt, dt, iou_type="segm", evaluator=_BoundaryEval).stats
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)

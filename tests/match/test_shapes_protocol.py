@@ -21,11 +21,11 @@ def test_defaults_follow_the_iou_type():
 
 def test_match_keys_differ_per_iou_type_and_sigmas():
     keys = {CocoProtocol().match_key(), CocoProtocol(iou_type="segm").match_key(),
-            CocoProtocol(iou_type="keypoints").match_key(),
+            CocoProtocol(iou_type="keypoints").match_key(), CocoProtocol(iou_type="boundary").match_key(),
             CocoProtocol(iou_type="keypoints", kpt_oks_sigmas=[0.1] * 17).match_key(),
             CocoProtocol(iou_type="keypoints", kpt_oks_sigmas={3: [0.1] * 4}).match_key(),
             CocoProtocol(iou_type="keypoints", use_cats=False, kpt_use_cats_quirk=False).match_key()}
-    assert len(keys) == 6 and CocoProtocol().match_key() == "coco"
+    assert len(keys) == 7 and CocoProtocol().match_key() == "coco"
     assert "kpt_oks_sigmas" not in CocoProtocol(iou_type="segm").match_params()
 
 
@@ -42,7 +42,7 @@ def test_sigmas_are_normalised_and_survive_replace():
     ({"iou_type": "keypoints", "kpt_oks_sigmas": {1: "abc"}}, "kpt_oks_sigmas[1]: expected a list"),
     ({"iou_type": "segm", "kpt_oks_sigmas": [0.1]}, "only iou_type 'keypoints' uses them"),
     ({"iou_type": "keypoints", "use_cats": False, "kpt_oks_sigmas": {1: [0.1]}}, "with use_cats off"),
-    ({"iou_type": "boundary"}, "iou_type must be one of ('bbox', 'segm', 'keypoints')"),
+    ({"iou_type": "polygon"}, "iou_type must be one of ('bbox', 'segm', 'keypoints', 'boundary')"),
 ])
 def test_bad_parameters_are_refused(kwargs, message):
     with pytest.raises(ProtocolError) as info:
