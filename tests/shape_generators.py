@@ -130,7 +130,7 @@ def random_keypoints(seed: int, k: int = 17):
     annotations, results = [], []
 
     def coords(values):
-        return [int(round(v)) if integral else round(float(v), 2) for v in values]
+        return [round(float(v)) if integral else round(float(v), 2) for v in values]
 
     for image in images:
         for _ in range(int(rng.choice([0, 1, 2, 3, 5]))):

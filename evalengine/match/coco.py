@@ -21,10 +21,10 @@ from evalengine.geometry.boxes import xywh
 from evalengine.match.greedy_score import assign_by_score
 from evalengine.match.groups import block_chunks, merge_groups, rank_in_group
 from evalengine.match.proposals import as_detections
-from evalengine.match.shapes import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,
-                                     mask_similarity, places, shape_tables, sources, with_shapes)
 from evalengine.match.protocol import (Protocol, column_array, increasing, positive_integers, real_numbers,
                                        unit_thresholds)
+from evalengine.match.shapes import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,
+                                     mask_similarity, places, shape_tables, sources, with_shapes)
 
 # pycocotools builds both arrays with np.linspace: iou_thresholds[8] is 0.8999999999999999 and ten of
 # the recall thresholds lie one ulp above k/100. Parity needs these exact floats.
