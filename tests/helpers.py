@@ -68,7 +68,8 @@ def both_stats(tmp_path, gt, dt, protocol=None, n_shards=1):
     acc = ours(tmp_path, gt, dt, protocol, n_shards)
     ref = pycocotools_eval(gt, dt, use_cats=protocol.use_cats, max_dets=protocol.max_dets,
                            iou_thresholds=protocol.iou_thresholds, area_ranges=protocol.area_ranges,
-                           recall_thresholds=protocol.recall_thresholds)
+                           recall_thresholds=protocol.recall_thresholds, iou_type=protocol.iou_type,
+                           kpt_oks_sigmas=protocol.kpt_oks_sigmas[0][1] if protocol.iou_type == "keypoints" else None)
     mine = {row["category_id"]: (row["ap"], row["ap50"], row["ar"]) for row in acc.class_metrics().iter_rows(named=True)}
     return acc.stats(), list(ref.stats), mine, per_class(ref)
 

@@ -11,15 +11,17 @@ from pycocotools.cocoeval import COCOeval
 
 def pycocotools_eval(gt: dict, dt: list, use_cats=True, max_dets=None, iou_thresholds=None, area_ranges=None,
                      recall_thresholds=None, image_ids=None, category_ids=None, evaluator=COCOeval,
-                     summarize=True) -> COCOeval:
+                     summarize=True, iou_type="bbox", kpt_oks_sigmas=None) -> COCOeval:
     """``evaluator`` (COCOeval or a subclass) run on copies of ``gt`` and ``dt``; ``summarize`` needs pycocotools'
-    three max dets."""
+    three max dets (keypoints: 20)."""
     with contextlib.redirect_stdout(io.StringIO()):
         coco_gt = COCO()
         coco_gt.dataset = copy.deepcopy(gt)
         coco_gt.createIndex()
         coco_dt = coco_gt.loadRes(copy.deepcopy(dt))
-        ev = evaluator(coco_gt, coco_dt, "bbox")
+        ev = evaluator(coco_gt, coco_dt, iou_type)
+        if kpt_oks_sigmas is not None:
+            ev.params.kpt_oks_sigmas = np.array(kpt_oks_sigmas)
         ev.params.useCats = int(use_cats)
         if max_dets is not None:
             ev.params.maxDets = list(max_dets)

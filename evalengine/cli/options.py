@@ -36,16 +36,22 @@ def check_store_or_files(args) -> None:
 
 
 def protocol_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--iou-type", choices=api.IOU_TYPES, default="bbox", help="what is matched (bbox)")
+    parser.add_argument("--iou-type", choices=api.IOU_TYPES, default="bbox",
+                        help="what is matched: boxes (default), masks (segm) or keypoints (OKS, pycocotools' defaults: "
+                             "max dets 20, areas all/medium/large)")
+    parser.add_argument("--kpt-sigmas", default=None, metavar="FILE.json",
+                        help="keypoint sigmas: a JSON list (every category) or {category id: list} (the others: "
+                             "COCO's 17 person sigmas, the default)")
     parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,
                         help="0 pools all categories into one (class-agnostic, pycocotools useCats=0)")
-    parser.add_argument("--max-dets", type=positive_int, nargs="+", default=list(api.COCO_MAX_DETS), metavar="N",
-                        help="detection caps per image and category (default: 1 10 100)")
+    parser.add_argument("--max-dets", type=positive_int, nargs="+", default=None, metavar="N",
+                        help="detection caps per image and category (default: 1 10 100; keypoints: 20)")
     parser.add_argument("--iou-thresholds", type=iou, nargs="+", default=None, metavar="T",
                         help="IoU thresholds (default: pycocotools' linspace(.5, .95, 10))")
     parser.add_argument("--area-ranges", nargs="+", default=None, metavar="LABEL:LO:HI", type=_area_range,
                         help="area ranges, bounds inclusive (default: all:0:1e10 small:0:1024 medium:1024:9216 "
-                             "large:9216:1e10); the summary looks up the labels all/small/medium/large")
+                             "large:9216:1e10; keypoints: no small); the summary looks up the labels "
+                             "all/small/medium/large")
     parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
                         help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
     schedule_args(parser)
@@ -142,12 +148,30 @@ def output_file(text: str) -> str:
 def protocol(args) -> api.CocoProtocol:
     return api.CocoProtocol(
         iou_thresholds=tuple(args.iou_thresholds) if args.iou_thresholds else api.COCO_IOU_THRESHOLDS,
-        area_ranges=tuple(args.area_ranges) if args.area_ranges else api.COCO_AREA_RANGES,
-        max_dets=tuple(args.max_dets),
+        area_ranges=tuple(args.area_ranges) if args.area_ranges else None,
+        max_dets=tuple(args.max_dets) if args.max_dets else None,
         use_cats=bool(args.use_cats),
         zero_id_quirk=bool(args.keep_zero_id_quirk),
         iou_type=args.iou_type,
+        kpt_oks_sigmas=_kpt_sigmas(args.kpt_sigmas),
     )
+
+
+def _kpt_sigmas(path):
+    """``--kpt-sigmas FILE.json``: a list, or an object of lists keyed by category id."""
+    if path is None:
+        return None
+    try:
+        value = json.loads(read_text(path))
+    except ValueError as exc:
+        raise EvalEngineError(f"{path}: not valid JSON ({first_line(exc)})") from None
+    if not isinstance(value, (list, dict)):
+        raise EvalEngineError(f"{path}: expected a list of sigmas or an object {{category id: list}}, "
+                              f"got {type(value).__name__}")
+    try:
+        return api.CocoProtocol(iou_type="keypoints", kpt_oks_sigmas=value).kpt_oks_sigmas
+    except EvalEngineError as exc:
+        raise EvalEngineError(f"{path}: {exc}") from None
 
 
 def read_text(path) -> str:

@@ -89,7 +89,9 @@ def cmd_evaluate(args) -> str:
     """``evaluate STORE --protocol voc``: match (or reuse) the VOC table of a stored run and print its summary."""
     coco_only = [option for option, given in (("--area-ranges", args.area_ranges is not None),
                                               ("--use-cats", args.use_cats != 1),
-                                              ("--max-dets", args.max_dets != list(api.COCO_MAX_DETS)))
+                                              ("--max-dets", args.max_dets is not None),
+                                              ("--iou-type", args.iou_type != "bbox"),
+                                              ("--kpt-sigmas", args.kpt_sigmas is not None))
                  if given]
     if coco_only:
         raise EvalEngineError(f"evaluate: {coco_only[0]} is an option of the coco protocol, not of voc")

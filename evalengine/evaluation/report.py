@@ -9,7 +9,7 @@ from evalengine.errors import ProtocolError
 from evalengine.evaluation.detection import Evaluation
 from evalengine.evaluation.proposals import ProposalEvaluation
 from evalengine.metrics.lrp import OptimalLRP
-from evalengine.metrics.summary import STAT_NAMES, SUMMARY_LAYOUT, summary_cap
+from evalengine.metrics.summary import stat_names, summary_cap, summary_layout
 
 
 def table(frame: pl.DataFrame) -> str:
@@ -20,11 +20,11 @@ def table(frame: pl.DataFrame) -> str:
 
 
 def coco_summary(evaluation: Evaluation) -> str:
-    """The 12-number summary exactly as pycocotools ``summarize`` prints it."""
+    """The summary (12 numbers; keypoints: 10) exactly as pycocotools ``summarize`` prints it."""
     p = evaluation.protocol
     t_lo, t_hi = p.iou_thresholds[0], p.iou_thresholds[-1]
     lines = []
-    for (_, is_ap, t, area, cap), value in zip(SUMMARY_LAYOUT, evaluation.stats()):
+    for (_, is_ap, t, area, cap), value in zip(summary_layout(p), evaluation.stats()):
         title = "Average Precision" if is_ap else "Average Recall"
         short = "(AP)" if is_ap else "(AR)"
         iou = f"{t_lo:0.2f}:{t_hi:0.2f}" if t is None else f"{t:0.2f}"
@@ -41,7 +41,7 @@ def coco_output(evaluation: Evaluation, as_json: bool, store=None) -> str:
     stats = evaluation.stats()
     per_class = {str(row["category_id"]): {"ap": row["ap"], "ap50": row["ap50"], "ar": row["ar"]}
                  for row in evaluation.class_metrics().iter_rows(named=True)}
-    payload = {"stats": stats, "stat_names": list(STAT_NAMES), "per_class": per_class}
+    payload = {"stats": stats, "stat_names": stat_names(evaluation.protocol), "per_class": per_class}
     if store:
         payload["store"] = str(store)
     return json.dumps(payload)
@@ -98,7 +98,7 @@ def coco_proposal_payload(evaluation: Evaluation, mean_proposals: pl.DataFrame, 
         "ar": ar.get_column("recall").to_list(),
         "recall": recall_at,
         "stats": evaluation.stats(),
-        "stat_names": list(STAT_NAMES),
+        "stat_names": stat_names(evaluation.protocol),
     }
 
 

@@ -23,6 +23,8 @@ from evalengine.match.groups import block_chunks, merge_groups, rank_in_group
 from evalengine.match.proposals import as_detections
 from evalengine.match.protocol import (Protocol, column_array, increasing, positive_integers, real_numbers,
                                        unit_thresholds)
+from evalengine.match.shapes import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,
+                                     mask_similarity, places, shape_tables, sources, with_shapes)
 
 # pycocotools builds both arrays with np.linspace: iou_thresholds[8] is 0.8999999999999999 and ten of
 # the recall thresholds lie one ulp above k/100. Parity needs these exact floats.
@@ -35,7 +37,12 @@ COCO_AREA_RANGES = (
     ("large", 96.0**2, 1e5**2),
 )
 COCO_MAX_DETS = (1, 10, 100)
-IOU_TYPES = ("bbox",)
+# pycocotools Params('keypoints')
+KEYPOINT_AREA_RANGES = (("all", 0.0, 1e5**2), ("medium", 32.0**2, 96.0**2), ("large", 96.0**2, 1e5**2))
+KEYPOINT_MAX_DETS = (20,)
+IOU_TYPES = ("bbox", "segm", "keypoints", "boundary")
+_GT_COLUMNS = ("gt_id", "image_id", "category_id", "x", "y", "w", "h", "area", "iscrowd", "gt_order")
+_DT_COLUMNS = ("det_id", "image_id", "category_id", "score", "x", "y", "w", "h", "area")
 _BITS = 64  # outcomes per (detection, area range) are stored as one uint64 bit mask over thresholds
 
 
@@ -45,19 +52,27 @@ class CocoProtocol(Protocol):
 
     ``area_ranges`` are ``(label, lo, hi)`` with both bounds inclusive, as in pycocotools.
     ``zero_id_quirk`` reproduces pycocotools counting a match to ground-truth id 0 as unmatched;
-    set it to False for the corrected behaviour. ``iou_type`` chooses the similarity step (:data:`SIMILARITY`).
+    set it to False for the corrected behaviour. ``iou_type`` chooses the similarity step (:data:`SIMILARITY`):
+    ``bbox``, ``segm`` (masks), ``boundary`` (boundary IoU, Cheng et al.) or ``keypoints`` (OKS); ``area_ranges`` and ``max_dets`` left out are pycocotools'
+    defaults for it (keypoints: all/medium/large and 20). ``kpt_oks_sigmas`` (keypoints): a list for every category,
+    or ``{category_id: list}`` (the others: COCO's 17 person sigmas, the default; see
+    :func:`evalengine.match.shapes.kpt_sigmas`); with ``use_cats`` off, one list, as pycocotools.
+    ``kpt_use_cats_quirk`` reproduces pycocotools' ``computeOks`` with ``useCats=0``: it looks the objects up under
+    category -1, finds none, and nothing matches (AP 0); False matches the pooled objects by OKS.
     ``ignore_flag`` honours the annotations' ``ignore`` field as MATLAB's ``CocoEval.evaluateImg`` does (ignored:
     crowd, or ``ignore``, or area outside); pycocotools overwrites that field with ``iscrowd`` (False, the default).
     """
 
     iou_thresholds: tuple = COCO_IOU_THRESHOLDS
     recall_thresholds: tuple = COCO_RECALL_THRESHOLDS
-    area_ranges: tuple = COCO_AREA_RANGES
-    max_dets: tuple = COCO_MAX_DETS
+    area_ranges: tuple | None = None
+    max_dets: tuple | None = None
     use_cats: bool = True
     zero_id_quirk: bool = True
     iou_type: str = "bbox"
     ignore_flag: bool = False
+    kpt_oks_sigmas: tuple | None = None
+    kpt_use_cats_quirk: bool = True
     name: ClassVar[str] = "coco"
     sides: ClassVar[tuple] = ("dt", "gt")
     table_version: ClassVar[int] = 2  # 2: ``area_iou``
@@ -68,13 +83,25 @@ class CocoProtocol(Protocol):
         """Parameters pycocotools would take but that mean nothing are refused: thresholds must increase within
         (0, 1] (recall: [0, 1]), area ranges have distinct labels and lo <= hi, caps are positive and distinct (the
         last one is the matching cap, in any order, as in pycocotools)."""
+        check_option("iou_type", self.iou_type, IOU_TYPES)
+        keypoints = self.iou_type == "keypoints"
+        if self.area_ranges is None:
+            object.__setattr__(self, "area_ranges", KEYPOINT_AREA_RANGES if keypoints else COCO_AREA_RANGES)
+        if self.max_dets is None:
+            object.__setattr__(self, "max_dets", KEYPOINT_MAX_DETS if keypoints else COCO_MAX_DETS)
+        sigmas = kpt_sigmas(self.kpt_oks_sigmas)
+        if sigmas != kpt_sigmas(None) and not keypoints:
+            raise ProtocolError(f"kpt_oks_sigmas: only iou_type 'keypoints' uses them (iou_type is '{self.iou_type}')")
+        if len(sigmas) > 1 and not self.use_cats:
+            raise ProtocolError("kpt_oks_sigmas: with use_cats off, pycocotools uses one list for every category; "
+                                "give a list, not one per category")
+        object.__setattr__(self, "kpt_oks_sigmas", sigmas)
         object.__setattr__(self, "iou_thresholds",
                            increasing("iou_thresholds", unit_thresholds("iou_thresholds", self.iou_thresholds)))
         object.__setattr__(self, "recall_thresholds", increasing(
             "recall_thresholds", unit_thresholds("recall_thresholds", self.recall_thresholds, zero=True)))
         object.__setattr__(self, "area_ranges", _area_ranges(self.area_ranges))
         object.__setattr__(self, "max_dets", positive_integers("max_dets", self.max_dets))
-        check_option("iou_type", self.iou_type, IOU_TYPES)
         if not 1 <= len(self.iou_thresholds) <= _BITS:
             raise ProtocolError(f"iou_thresholds: between 1 and {_BITS} thresholds are supported, got {len(self.iou_thresholds)}")
         if not 1 <= len(self.area_ranges) <= _BITS:
@@ -101,6 +128,9 @@ class CocoProtocol(Protocol):
             # recorded only when they are not the defaults, so that the stores written before them keep their keys
             **({} if self.iou_type == "bbox" else {"iou_type": self.iou_type}),
             **({"ignore_flag": True} if self.ignore_flag else {}),
+            **({"kpt_oks_sigmas": [{"category_id": c, "sigmas": list(s)} for c, s in self.kpt_oks_sigmas]}
+               if self.iou_type == "keypoints" else {}),
+            **({"kpt_use_cats_quirk": False} if not self.kpt_use_cats_quirk else {}),
         }
 
     def description(self) -> dict:
@@ -121,22 +151,38 @@ class CocoProtocol(Protocol):
         """A detection run's shards, or a proposal run's (``use_cats`` off): its ranked proposals are matched as
         class-agnostic detections (see :func:`evalengine.match.proposals.as_detections`)."""
         from_proposals = run in layout.proposal_runs
-        if from_proposals and self.use_cats:
-            raise ProtocolError(f"'{run}' is a proposal run: the coco protocol evaluates proposals with use_cats off")
+        if from_proposals and (self.use_cats or self.iou_type != "bbox"):
+            raise ProtocolError(f"'{run}' is a proposal run: the coco protocol evaluates proposals (boxes) with "
+                                "use_cats off and iou_type bbox")
         if not from_proposals:
             layout.check_run(run)
         paths = layout.paths
-        dt_file = paths.proposal_shard if from_proposals else paths.dt_shard
-        inputs = [{"gt": str(paths.gt_shard(k)), "dt": str(dt_file(run, k))} for k in range(layout.n_shards)]
-        context = {"category_ids": layout.category_ids(),
+        if from_proposals:
+            inputs = [{"gt": str(paths.gt_shard(k)), "proposals": str(paths.proposal_shard(run, k))}
+                      for k in range(layout.n_shards)]
+        else:
+            inputs = [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)]
+            stored = shape_tables(layout, run, self.iou_type, inputs[0]) if inputs and self.iou_type != "bbox" else []
+            inputs = [{**files, **{f"{side}_shapes": files[side] for side in stored}} for files in inputs]
+        context = {"category_ids": layout.category_ids(), "sources": sources(layout, run),
                    "proposal_ordering": layout.proposal_runs[run]["ordering"] if from_proposals else None}
         return inputs, context
 
+    def input_columns(self) -> dict:
+        """The box columns; the iou type's shape columns apart, from the same files (``gt_shapes``, ``dt_shapes``:
+        no mask is read for boxes, and a side stored without shapes is read without them); a proposal run's
+        table whole."""
+        shapes = SHAPE_COLUMNS[self.iou_type]
+        return {"gt": [*_GT_COLUMNS, *(["ignore"] if self.ignore_flag else [])], "dt": list(_DT_COLUMNS),
+                "gt_shapes": list(shapes["gt"]), "dt_shapes": list(shapes["dt"])}
+
     def match_shard(self, tables: dict, context: dict) -> dict:
-        dt = tables["dt"]
-        if context["proposal_ordering"] is not None:
-            dt = as_detections(dt, context["proposal_ordering"], context["category_ids"][0])
-        dt_matches, gt_matches = match_shard(tables["gt"], dt, context["category_ids"], self)
+        if "proposals" in tables:
+            dt = as_detections(tables["proposals"], context["proposal_ordering"], context["category_ids"][0])
+        else:
+            dt = with_shapes(tables["dt"], tables.get("dt_shapes"), SHAPE_COLUMNS[self.iou_type]["dt"])
+        gt = with_shapes(tables["gt"], tables.get("gt_shapes"), SHAPE_COLUMNS[self.iou_type]["gt"])
+        dt_matches, gt_matches = match_shard(gt, dt, context["category_ids"], self, places(context))
         return {"dt": dt_matches, "gt": gt_matches}
 
 
@@ -186,14 +232,17 @@ def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:
     return pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
 
 
-def _box_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple):
+def _box_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol=None,
+                    where=None):
     """Box IoU blocks in pycocotools' arithmetic (crowd: intersection over the detection's area)."""
     gt_box, dt_box = xywh(gt), xywh(dt)
     return lambda lo, hi: box_iou_blocks(COCO, dt_box, gt_box, gt_crowd, *groups, lo, hi)
 
 
-# the similarity step of each iou type: (gt, dt, crowd flags, groups) → a function of a group range giving its blocks
-SIMILARITY = {"bbox": _box_similarity}
+# the similarity step of each iou type: (gt, dt, crowd flags, groups, protocol, where rows are named in errors) → a
+# function of a group range giving its blocks
+SIMILARITY = {"bbox": _box_similarity, "segm": mask_similarity, "boundary": mask_similarity,
+              "keypoints": keypoint_similarity}
 
 
 def assign(blocks, groups: tuple, rules: tuple, n_dt: int, n_gt: int) -> tuple:
@@ -225,8 +274,10 @@ def ignore_flags(gt: pl.DataFrame, honoured: bool) -> np.ndarray:
     return gt.get_column("ignore").fill_null(False).to_numpy().astype(np.bool_)
 
 
-def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol):
-    """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`)."""
+def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict | None = None):
+    """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`). ``where``:
+    how errors name a row (:func:`evalengine.match.shapes.places`)."""
+    where = where or {"gt": ("annotation", "gt_id"), "dt": ("result", "det_id")}
     gt = prepare_gt(gt, category_ids, protocol.use_cats)
     dt = prepare_dt(dt, category_ids, protocol)
     first, second = ("category_id", "image_id") if protocol.use_cats else ("image_id", "category_id")
@@ -235,9 +286,11 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     groups = tuple(np.ascontiguousarray(groups[:, i]) for i in range(4))
     n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
     gt_ids = column_array(gt, "gt_id")
-    matching = rules(gt, ignore_flags(gt, protocol.ignore_flag), column_array(dt, "area", np.float64),
-                     protocol.iou_thresholds, protocol)
-    blocks = SIMILARITY[protocol.iou_type](gt, dt, matching[1], groups)
+    gt_ignore = ignore_flags(gt, protocol.ignore_flag)
+    if protocol.iou_type == "keypoints":
+        gt_ignore |= keypoint_ignored(gt, where)
+    matching = rules(gt, gt_ignore, column_array(dt, "area", np.float64), protocol.iou_thresholds, protocol)
+    blocks = SIMILARITY[protocol.iou_type](gt, dt, matching[1], groups, protocol, where)
     out = assign(blocks, groups, matching, dt.height, gt.height)
     dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
     has_partner = dt_partner >= 0

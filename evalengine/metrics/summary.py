@@ -1,8 +1,10 @@
-"""The COCO 12-number summary and per-class table (pycocotools ``summarize``), from an accumulation.
+"""The COCO 12-number summary (10 for keypoints) and per-class table (pycocotools ``summarize``), from an
+accumulation.
 
 ``summarize`` quirks kept for parity: AP (stats[0]) always looks for ``maxDets == 100``; the other
 entries use ``max_dets[0..2]``; thresholds are found by exact float comparison (0.5, 0.75) and area
-ranges by label ('all', 'small', 'medium', 'large'); a slice with nothing defined is −1.
+ranges by label ('all', 'small', 'medium', 'large'); a slice with nothing defined is −1. For keypoints
+(``_summarizeKps``) every entry looks for ``maxDets == 20``.
 """
 
 import numpy as np
@@ -29,10 +31,25 @@ SUMMARY_LAYOUT = (
     ("ARl", False, None, "large", "md3"),
 )
 STAT_NAMES = tuple(row[0] for row in SUMMARY_LAYOUT)
+# pycocotools _summarizeKps(): its 10 numbers, all at maxDets=20 (a cap given as a number is that number)
+KEYPOINT_LAYOUT = tuple((f"{kind}{suffix}", kind == "AP", t, area, 20) for kind in ("AP", "AR")
+                        for suffix, t, area in (("", None, "all"), ("50", 0.5, "all"), ("75", 0.75, "all"),
+                                                ("m", None, "medium"), ("l", None, "large")))
 
 
-def summary_cap(cap: str, max_dets) -> int:
+def summary_layout(protocol) -> tuple:
+    """The summary rows of ``protocol``'s iou type: :data:`KEYPOINT_LAYOUT` or :data:`SUMMARY_LAYOUT`."""
+    return KEYPOINT_LAYOUT if protocol.iou_type == "keypoints" else SUMMARY_LAYOUT
+
+
+def stat_names(protocol) -> list:
+    return [row[0] for row in summary_layout(protocol)]
+
+
+def summary_cap(cap, max_dets) -> int:
     """The detection cap a layout row reads."""
+    if isinstance(cap, int):
+        return cap
     return 100 if cap == "ap100" else max_dets[int(cap[2:]) - 1]
 
 
@@ -52,17 +69,18 @@ def _slice(acc: Accumulation, values: np.ndarray, iou_threshold, area_label: str
 
 
 def summary_stats(acc: Accumulation) -> list:
-    """The 12 numbers of pycocotools ``COCOeval.stats`` (bbox), in its order."""
+    """The numbers of pycocotools ``COCOeval.stats`` (12; keypoints: 10), in its order."""
     md = acc.protocol.max_dets
-    if len(md) < 3:
+    layout = summary_layout(acc.protocol)
+    if layout is SUMMARY_LAYOUT and len(md) < 3:
         raise ProtocolError(f"the COCO summary needs 3 max_dets values, got {list(md)}")
     return [_mean_defined(_slice(acc, acc.ap if is_ap else acc.recall, t, area, summary_cap(cap, md)))
-            for _, is_ap, t, area, cap in SUMMARY_LAYOUT]
+            for _, is_ap, t, area, cap in layout]
 
 
 def summary_frame(acc: Accumulation) -> pl.DataFrame:
-    """The 12 numbers as rows ``(metric, value)``."""
-    return pl.DataFrame({"metric": list(STAT_NAMES), "value": summary_stats(acc)})
+    """The summary as rows ``(metric, value)``."""
+    return pl.DataFrame({"metric": stat_names(acc.protocol), "value": summary_stats(acc)})
 
 
 def per_class_frame(acc: Accumulation) -> pl.DataFrame:

@@ -1,0 +1,205 @@
+"""The similarity steps of the COCO protocol's ``segm``, ``boundary`` and ``keypoints`` iou types (pycocotools
+``computeIoU`` on masks, boundary-iou-api's ``computeBoundaryIoU``, ``computeOks``): the stored columns they read,
+the checks that name what is missing, the keypoint sigmas.
+
+``segm``: mask IoU of the stored run lengths (:func:`evalengine.geometry.masks.mask_iou_blocks`; crowd: intersection
+over the detection's mask area), areas for the area ranges as pycocotools (a ground truth's ``area`` field, a
+result's as ``loadRes`` set it: both the stored ``area``). ``keypoints``: OKS (:func:`evalengine.geometry.oks.oks_blocks`)
+with each category's sigmas; ground truths with ``num_keypoints`` 0 are ignored, as pycocotools ``_prepare``.
+"""
+
+import math
+import numbers
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalengine import schema
+from evalengine.errors import ProtocolError
+from evalengine.geometry.boundary import boundaries
+from evalengine.geometry.box_iou import block_offsets
+from evalengine.geometry.masks import mask_iou_blocks, spans
+from evalengine.geometry.oks import COCO_PERSON_SIGMAS, keypoint_vars, oks_blocks
+from evalengine.io import rle
+from evalengine.store.shards import scan_shards
+
+# the shape columns each iou type reads, per side (schema.MASK, schema.GT_KEYPOINTS / KEYPOINTS)
+SHAPE_COLUMNS = {
+    "bbox": {"gt": (), "dt": ()},
+    "segm": {"gt": ("mask_h", "mask_w", "mask_counts"), "dt": ("mask_h", "mask_w", "mask_counts")},
+    "boundary": {"gt": ("mask_h", "mask_w", "mask_counts"), "dt": ("mask_h", "mask_w", "mask_counts")},
+    "keypoints": {"gt": ("keypoints", "num_keypoints"), "dt": ("keypoints",)},
+}
+_WHAT = {"segm": "masks ('segmentation')", "boundary": "masks ('segmentation')", "keypoints": "keypoints"}
+_SHAPE_TYPES = {**schema.MASK, **schema.GT_KEYPOINTS}
+
+
+def shape_tables(layout, run: str, iou_type: str, files: dict) -> list:
+    """The sides whose shape columns are stored (``files``: a shard of each side, ``{"gt", "dt"}``); a located error
+    for a side with rows but none of them (none of its inputs held masks or keypoints). An empty side is matched
+    without them, as pycocotools evaluates it."""
+    origin, stored = sources(layout, run), []
+    for side, file in files.items():
+        needed = SHAPE_COLUMNS[iou_type][side]
+        missing = [c for c in needed if c not in pl.scan_parquet(str(file)).collect_schema()]
+        if not missing:
+            stored += [side] if needed else []
+            continue
+        folder = layout.paths.gt if side == "gt" else layout.paths.dt(run)
+        if scan_shards(folder).select(pl.len()).collect().item():
+            whose = "the ground truth" if side == "gt" else f"run '{run}'"
+            raise ProtocolError(f"{origin[side]}: {whose} has no {_WHAT[iou_type]}, which iou_type '{iou_type}' "
+                                f"needs (missing: {', '.join(missing)})")
+    return stored
+
+
+def with_shapes(frame: pl.DataFrame, shapes: pl.DataFrame | None, columns) -> pl.DataFrame:
+    """``frame`` beside its shape columns read apart (:func:`shape_tables`), or null ones where none are stored."""
+    if shapes is not None:
+        return frame.hstack(shapes)
+    return frame.with_columns(pl.lit(None, dtype=_SHAPE_TYPES[c]).alias(c) for c in columns)
+
+
+def _rows(frame: pl.DataFrame, column: str) -> tuple:
+    """``(values, span)`` of a list column: row ``r``'s values are ``values[span[r, 0]:span[r, 1]]`` (none if null)."""
+    array = frame.get_column(column).to_arrow()
+    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    values = pc.list_flatten(array).to_numpy(zero_copy_only=False)
+    return np.ascontiguousarray(values), spans(np.concatenate([[0], np.cumsum(lengths)]))
+
+
+def _refuse(frame: pl.DataFrame, bad: np.ndarray, where: tuple, problem: str) -> None:
+    """A located error at the first row of ``frame`` where ``bad`` holds; ``where``: ``(prefix, id column)``."""
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        ident, category = frame.get_column(where[1])[first], frame.get_column("category_id")[first]
+        more = f" (and {int(bad.sum()) - 1} more)" if bad.sum() > 1 else ""
+        raise ProtocolError(f"{where[0]} {ident} (category {category}) {problem}{more}")
+
+
+def places(context: dict) -> dict:
+    """How errors name a row of each side: ``(source file: annotation | result, id column)``."""
+    return {"gt": (f"{context['sources']['gt']}: annotation", "gt_id"),
+            "dt": (f"{context['sources']['dt']}: result", "det_id")}
+
+
+def sources(layout, run: str) -> dict:
+    """The input files of the ground truth and of ``run`` (the store where not recorded), for errors."""
+    provenance = layout.manifest.get("provenance", {})
+    return {"gt": provenance.get("gt") or str(layout.root), "dt": provenance.get(run) or str(layout.root)}
+
+
+def _masks(frame: pl.DataFrame, where: tuple, iou_type: str, boundary: bool = False) -> tuple:
+    """``(counts, span, box, area, band)`` of the rows' masks (``rleToBbox``, ``rleArea``; ``band``: the boundary
+    bands' ``(counts, span)`` when ``boundary``); a row without one refused."""
+    _refuse(frame, frame.get_column("mask_counts").is_null().to_numpy(), where,
+            f"has no 'segmentation', which iou_type '{iou_type}' needs")
+    counts, span = _rows(frame, "mask_counts")
+    counts = counts.astype(np.uint32, copy=False)
+    offsets = np.append(span[:, 0], span[-1, 1] if len(span) else 0)
+    h, w = (frame.get_column(c).to_numpy().astype(np.int64) for c in ("mask_h", "mask_w"))
+    band = None
+    if boundary:
+        band_counts, band_offsets = boundaries(counts, offsets, h, w)
+        band = (band_counts, spans(band_offsets))
+    return counts, span, rle.to_bbox(counts, offsets, h, w), rle.area(counts, offsets), band
+
+
+def mask_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol, where: dict):
+    """Mask IoU blocks as pycocotools ``maskUtils.iou`` (crowd: intersection over the detection's mask area); for
+    ``boundary``, boundary IoU as the authors' ``computeBoundaryIoU`` (dilation ratio 0.02: the smaller of the mask
+    and boundary IoUs, the mask's for a crowd ground truth; :mod:`evalengine.geometry.boundary`)."""
+    boundary = protocol.iou_type == "boundary"
+    g_counts, g_span, g_box, _, g_band = _masks(gt, where["gt"], protocol.iou_type, boundary)
+    d_counts, d_span, d_box, d_area, d_band = _masks(dt, where["dt"], protocol.iou_type, boundary)
+    bands = (*d_band, *g_band) if boundary else None
+    return lambda lo, hi: mask_iou_blocks(d_counts, d_span, d_box, d_area, g_counts, g_span, g_box, gt_crowd,
+                                          *groups, lo, hi, bands)
+
+
+def kpt_sigmas(value) -> tuple:
+    """The keypoint sigmas as the protocol holds them: ``((category_id or None, sigmas), …)``, ``None`` the default of
+    every category not listed. ``value``: None (COCO's 17 person sigmas for every category), a list (for every
+    category), or a mapping ``{category_id: list}`` (the others: COCO's person sigmas)."""
+    if value is None:
+        return ((None, COCO_PERSON_SIGMAS),)
+    if isinstance(value, tuple) and value and all(isinstance(p, tuple) and len(p) == 2 for p in value) and \
+            value[0][0] is None:
+        return value  # already normalised (dataclasses.replace)
+    if isinstance(value, dict):
+        entries = {None: COCO_PERSON_SIGMAS}
+        for key, sigmas in value.items():
+            try:
+                category = int(key)
+            except (TypeError, ValueError):
+                raise ProtocolError(f"kpt_oks_sigmas: a category id is an integer, got {key!r}") from None
+            entries[category] = _sigma_list(f"kpt_oks_sigmas[{category}]", sigmas)
+        return ((None, entries.pop(None)), *sorted(entries.items()))
+    return ((None, _sigma_list("kpt_oks_sigmas", value)),)
+
+
+def _sigma_list(name: str, values) -> tuple:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ProtocolError(f"{name}: expected a list of positive numbers, got {values!r}")
+    values = tuple(values)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (v > 0 and math.isfinite(v)):
+            raise ProtocolError(f"{name}: {v!r} is not a positive number")
+    if not values:
+        raise ProtocolError(f"{name}: at least one sigma is needed")
+    return tuple(float(v) for v in values)
+
+
+def _sigma_rows(categories: np.ndarray, sigmas: tuple, use_cats: bool) -> tuple:
+    """``(vars, span)``: the ``vars`` of every category's sigmas concatenated, and each row's span in them (with
+    ``use_cats`` off, pycocotools' one list: the default)."""
+    listed = np.array([category for category, _ in sigmas[1:]] if use_cats else [], np.int64)
+    vars_ = np.concatenate([keypoint_vars(s) for _, s in sigmas])
+    lengths = np.array([len(s) for _, s in sigmas], np.int64)
+    ends = np.cumsum(lengths)
+    entry = np.zeros(len(categories), np.int64)
+    if len(listed):
+        at = np.searchsorted(listed, categories)
+        entry = np.where(listed[np.minimum(at, len(listed) - 1)] == categories, at + 1, 0)
+    return vars_, np.ascontiguousarray(np.stack([ends[entry] - lengths[entry], ends[entry]], axis=1))
+
+
+def keypoint_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol,
+                        where: dict):
+    """OKS blocks as pycocotools ``computeOks``; a keypoint count that differs from the category's sigmas refused.
+    With ``use_cats`` off and ``kpt_use_cats_quirk``, zeros: pycocotools finds no ground truth of category -1."""
+    for side, frame in (("gt", gt), ("dt", dt)):
+        _refuse(frame, frame.get_column("keypoints").is_null().to_numpy(), where[side],
+                "has no 'keypoints', which iou_type 'keypoints' needs")
+    g_kpts, g_span = _rows(gt, "keypoints")
+    d_kpts, d_span = _rows(dt, "keypoints")
+    vars_, g_vars = _sigma_rows(gt.get_column("category_id").to_numpy(), protocol.kpt_oks_sigmas, protocol.use_cats)
+    _, d_vars = _sigma_rows(dt.get_column("category_id").to_numpy(), protocol.kpt_oks_sigmas, protocol.use_cats)
+    # a ground truth's may be empty: pycocotools then measures to its box's region, with the sigmas' count
+    for frame, span, var_span, side in ((gt, g_span, g_vars, "gt"), (dt, d_span, d_vars, "dt")):
+        n, k = (span[:, 1] - span[:, 0]) // 3, var_span[:, 1] - var_span[:, 0]
+        bad = (n != k) & ~((n == 0) & (side == "gt"))
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            _refuse(frame, bad, where[side], f"has {n[first]} keypoints where its category's sigmas have {k[first]}")
+    if not protocol.use_cats and protocol.kpt_use_cats_quirk:
+        return lambda lo, hi: _zeros(groups, lo, hi)
+    gt_box = np.ascontiguousarray(gt.select("x", "y", "w", "h").to_numpy().astype(np.float64))
+    gt_area = gt.get_column("area").to_numpy().astype(np.float64)
+    d_kpts, g_kpts = d_kpts.astype(np.float64, copy=False), g_kpts.astype(np.float64, copy=False)
+    return lambda lo, hi: oks_blocks(d_kpts, d_span, g_kpts, g_span, gt_box, gt_area, vars_, g_vars, *groups, lo, hi)
+
+
+def _zeros(groups: tuple, lo: int, hi: int) -> tuple:
+    offsets = block_offsets(groups[1], groups[3], lo, hi)
+    return np.zeros(offsets[-1]), offsets
+
+
+def keypoint_ignored(gt: pl.DataFrame, where: dict) -> np.ndarray:
+    """pycocotools ``_prepare`` for keypoints: a ground truth with ``num_keypoints`` 0 is ignored (null refused)."""
+    _refuse(gt, gt.get_column("num_keypoints").is_null().to_numpy(), where["gt"],
+            "has no 'num_keypoints', which iou_type 'keypoints' needs (pycocotools ignores those with 0)")
+    return (gt.get_column("num_keypoints") == 0).to_numpy()
