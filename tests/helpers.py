@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from evalengine.api import evaluate_coco, ingest_coco
 from evalengine.match.coco import CocoProtocol
@@ -81,3 +82,14 @@ def run_cli(capsys, *argv):
     status = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return status, out, err
+
+
+def assert_per_class_equal(table, expected: dict) -> None:
+    """``class_metrics()`` equal to pycocotools' per-category AP, AP50 and AR at the last maxDets (1e-12), for exactly
+    the expected categories (``expected``: category id as text -> ``{"AP", "AP50", "AR_maxDets_last"}``)."""
+    assert sorted(str(c) for c in table["category_id"]) == sorted(expected)
+    for row in table.iter_rows(named=True):
+        want = expected[str(row["category_id"])]
+        assert row["ap"] == pytest.approx(want["AP"], abs=1e-12)
+        assert row["ap50"] == pytest.approx(want["AP50"], abs=1e-12)
+        assert row["ar"] == pytest.approx(want["AR_maxDets_last"], abs=1e-12)

@@ -8,7 +8,7 @@ keypoints ``(xd, yd)``, with ``vars = (2·sigma)²`` per keypoint::
 
 over the ground truth's visible keypoints (``vg > 0``): ``dx = xd - xg``; when none is visible, over all ``k``, the
 distance to the region ``[x - w, x + 2w] × [y - h, y + 2h]`` (0 inside). As pycocotools, the sum is NumPy's pairwise
-summation (8 accumulators; :func:`pairwise_sum`) and ``exp`` NumPy's own (a vectorised ``np.exp`` between the two
+summation (8 accumulators; :func:`evalengine.numeric.pairwise_sum`) and ``exp`` NumPy's own (a vectorised ``np.exp`` between the two
 kernels, not the C library's, which differs from it in the last bit): the values are pycocotools' to the bit.
 """
 
@@ -16,42 +16,17 @@ import numba
 import numpy as np
 
 from evalengine.geometry.box_iou import block_offsets
+from evalengine.numeric import pairwise_sum
 
 # pycocotools Params('keypoints').kpt_oks_sigmas: COCO's 17 person keypoints
 COCO_PERSON_SIGMAS = tuple(float(s) for s in np.array(
     [.26, .25, .25, .35, .35, .79, .79, .72, .72, .62, .62, 1.07, 1.07, .87, .87, .89, .89]) / 10.0)
 _EPS = float(np.spacing(1))
-_BLOCK = 128  # NumPy's PW_BLOCKSIZE
 
 
 def keypoint_vars(sigmas) -> np.ndarray:
     """pycocotools' ``vars = (sigmas * 2)**2``."""
     return (np.asarray(sigmas, np.float64) * 2) ** 2
-
-
-@numba.njit(cache=True, nogil=True)
-def pairwise_sum(a, start, n):
-    """NumPy's ``pairwise_sum`` of ``a[start:start + n]`` (what ``np.sum`` of a contiguous float64 array computes)."""
-    if n < 8:
-        res = 0.0
-        for i in range(start, start + n):
-            res += a[i]
-        return res
-    if n <= _BLOCK:
-        r = a[start:start + 8].copy()
-        i = 8
-        while i < n - n % 8:
-            for j in range(8):
-                r[j] += a[start + i + j]
-            i += 8
-        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-        while i < n:
-            res += a[start + i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise_sum(a, start, n2) + pairwise_sum(a, start + n2, n - n2)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -31,59 +31,13 @@ import polars as pl
 from evalengine.errors import check_option
 from evalengine.match.groups import counting_order
 from evalengine.metrics.outcomes import outcome_batches, ranked_batches, threshold_index
+from evalengine.numeric import pairwise_sum
 
 SEARCHES = ("rank", "score", "grid")
 COMPARES = (">=", ">")
 # the ECCV'18 code's score grid (np.linspace: index 35 is 0.35000000000000003, not 0.35)
 SCORE_GRID = np.linspace(0.0, 1.0, 101)
 _FIELDS = ("olrp", "loc", "fp", "fn", "threshold", "n_tp", "n_fp", "n_fn")
-
-
-@numba.njit(cache=True, nogil=True)
-def _block_sum(values, lo, n):
-    """NumPy's sum of at most 128 values: sequential below 8, else 8 accumulators combined pairwise, then the rest."""
-    if n < 8:
-        total = 0.0
-        for i in range(lo, lo + n):
-            total += values[i]
-        return total
-    r = values[lo:lo + 8].copy()
-    i = 8
-    while i < n - n % 8:
-        for j in range(8):
-            r[j] += values[lo + i + j]
-        i += 8
-    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-    for i in range(i, n):
-        total += values[lo + i]
-    return total
-
-
-@numba.njit(cache=True, nogil=True)
-def _pairwise_sum(values, lo, n):
-    """``np.sum(values[lo:lo + n])`` float for float: NumPy's pairwise summation (blocks of at most 128, halves
-    rounded down to a multiple of 8 above), walked with an explicit stack (numba's cache does not keep recursion)."""
-    tasks = np.empty((128, 3), np.int64)  # (lo, n, halves combined?) — the depth is log2(n / 128)
-    sums = np.empty(128)
-    n_tasks, n_sums = 1, 0
-    tasks[0, 0], tasks[0, 1], tasks[0, 2] = lo, n, 0
-    while n_tasks:
-        n_tasks -= 1
-        at, size, combine = tasks[n_tasks, 0], tasks[n_tasks, 1], tasks[n_tasks, 2]
-        if combine:
-            n_sums -= 1
-            sums[n_sums - 1] = sums[n_sums - 1] + sums[n_sums]
-        elif size <= 128:
-            sums[n_sums] = _block_sum(values, at, size)
-            n_sums += 1
-        else:
-            half = size // 2
-            half -= half % 8
-            tasks[n_tasks, 0], tasks[n_tasks, 1], tasks[n_tasks, 2] = at, size, 1
-            tasks[n_tasks + 1, 0], tasks[n_tasks + 1, 1], tasks[n_tasks + 1, 2] = at + half, size - half, 0
-            tasks[n_tasks + 2, 0], tasks[n_tasks + 2, 1], tasks[n_tasks + 2, 2] = at, half, 0
-            n_tasks += 3
-    return sums[0]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -277,7 +231,7 @@ def _grid_optimum(score, tp, ignored, iou, lo, hi, n_gt, tau, grid, strict):
         omega, nhat = float(tp_cum[kept]), float(fp_cum[kept])
         mhat = n_gt - omega
         norm = max(omega + nhat, float(n_gt))
-        loc_sum = _pairwise_sum(loc_error, 0, kept)
+        loc_sum = pairwise_sum(loc_error, 0, kept)
         z = (omega + mhat + nhat) / norm
         lrp = (loc_sum / norm + (1 - tau) * (nhat / norm) + (1 - tau) * (mhat / norm)) / z / (1 - tau)
         if lrp <= best:

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from pycocotools.cocoeval import COCOeval, Params
 
-from evalengine.geometry.oks import COCO_PERSON_SIGMAS, keypoint_vars, oks_blocks, pairwise_sum
+from evalengine.geometry.oks import COCO_PERSON_SIGMAS, keypoint_vars, oks_blocks
+from evalengine.numeric import pairwise_sum
 
 
 class _Oks(COCOeval):

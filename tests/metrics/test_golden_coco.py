@@ -9,6 +9,7 @@ from evalengine.api import evaluate_coco
 from evalengine.match.coco import CocoProtocol
 from evalengine.metrics.summary import STAT_NAMES
 from tests.conftest import DATA, PACKAGE_DATA
+from tests.helpers import assert_per_class_equal
 
 CASES = {
     "cocoapi_fake100": (PACKAGE_DATA / "instances_val2014_100.json",
@@ -45,9 +46,4 @@ def test_per_class_equal_pycocotools(case):
     expected = json.loads((DATA / f"{case}_expected.json").read_text())["runs"]["default"]["per_category"]
     gt, dt = CASES[case]
     table = evaluate_coco(gt, dt).class_metrics()
-    assert sorted(str(c) for c in table["category_id"]) == sorted(expected)
-    for row in table.iter_rows(named=True):
-        want = expected[str(row["category_id"])]
-        assert row["ap"] == pytest.approx(want["AP"], abs=1e-12)
-        assert row["ap50"] == pytest.approx(want["AP50"], abs=1e-12)
-        assert row["ar"] == pytest.approx(want["AR_maxDets_last"], abs=1e-12)
+    assert_per_class_equal(table, expected)

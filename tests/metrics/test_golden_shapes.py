@@ -10,6 +10,7 @@ from evalengine.api import evaluate_coco, report
 from evalengine.match.coco import CocoProtocol
 from evalengine.metrics.summary import stat_names
 from tests.conftest import DATA, PACKAGE_DATA
+from tests.helpers import assert_per_class_equal
 
 SEGM_CASES = {
     "cocoapi_fakesegm100": (PACKAGE_DATA / "instances_val2014_100.json", DATA / "cocoapi_fakesegm100_dt.json"),
@@ -52,12 +53,7 @@ def test_per_class_equal_pycocotools(case):
     expected = _expected(case)["per_category"]
     inputs, iou_type = (KEYPOINTS, "keypoints") if case == "fce_keypoints" else (SEGM_CASES[case], "segm")
     table = evaluate_coco(*inputs, CocoProtocol(iou_type=iou_type)).class_metrics()
-    assert sorted(str(c) for c in table["category_id"]) == sorted(expected)
-    for row in table.iter_rows(named=True):
-        want = expected[str(row["category_id"])]
-        assert row["ap"] == pytest.approx(want["AP"], abs=1e-12)
-        assert row["ap50"] == pytest.approx(want["AP50"], abs=1e-12)
-        assert row["ar"] == pytest.approx(want["AR_maxDets_last"], abs=1e-12)
+    assert_per_class_equal(table, expected)
 
 
 @pytest.mark.parametrize("n_shards", [1, 2])
