@@ -31,7 +31,8 @@ from evalengine.match.coco import (
 )
 from evalengine.match.groups import warm_up
 from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
-from evalengine.match.proposals import HOSANG_BUDGETS, ProposalProtocol
+from evalengine.match.proposals import HOSANG_BUDGETS, PONT_TUSET_BUDGETS, ProposalProtocol
+from evalengine.match.proposals import IOU_TYPES as PROPOSAL_IOU_TYPES
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.match.voc import VocProtocol
 from evalengine.progress import Phases
@@ -48,6 +49,7 @@ from evalengine.store.sharding import PROPOSALS_PER_SHARD, default_shard_count
 
 # what the front doors declare their options from (the command is built on this module alone)
 __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_MAX_DETS", "HOSANG_BUDGETS",
+           "PONT_TUSET_BUDGETS", "PROPOSAL_IOU_TYPES",
            "IOU_TYPES", "LRP_SEARCHES", "NAME_RULE", "ORDERINGS", "SCHEDULERS", "CocoProtocol", "Evaluation", "Phases", "ProposalEvaluation",
            "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
            "ingest_gt", "ingest_proposals", "location", "lrp_protocol", "evaluate_thresholds", "open", "replace_file", "report",

@@ -13,7 +13,8 @@ from evalengine.errors import EvalEngineError
 
 
 def _evaluate_proposals(store, args, timed) -> dict:
-    budgets = tuple(args.budgets)
+    default = api.PONT_TUSET_BUDGETS if args.iou_type == "segm" else api.HOSANG_BUDGETS
+    budgets = tuple(args.budgets or default)
     schedule = options.schedule(args)
     if args.protocol == "coco":
         protocol = api.CocoProtocol(use_cats=False, max_dets=budgets)
@@ -21,11 +22,14 @@ def _evaluate_proposals(store, args, timed) -> dict:
             evaluation = store.evaluate(protocol, run=args.run, on_shard_done=advance, **schedule)
         return api.report.coco_proposal_payload(evaluation, store.mean_proposals(args.run, budgets), args.iou)
     protocol = api.ProposalProtocol(budgets=budgets, drop_crowd=not args.keep_crowd,
-                                    include_difficult=not args.exclude_difficult)
+                                    include_difficult=not args.exclude_difficult, iou_type=args.iou_type)
     with timed.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = store.evaluate_proposals(args.run, protocol, on_shard_done=advance, **schedule)
     matcher = "best" if args.protocol == "best-overlap" else "greedy"
     payload = api.report.proposal_payload(evaluation, args.iou, matcher=matcher, aggregation=args.aggregation)
+    payload["iou_type"] = args.iou_type
+    if args.iou_type == "segm" or args.quality:
+        payload["achievable"] = api.report.achievable_payload(evaluation, args.quality_at)
     if args.oma:
         with timed.phase("oma"):
             payload["oma"] = api.report.oma_payload(evaluation, args.iou, lattice=args.lattice)
@@ -108,14 +112,23 @@ def add_proposals(sub) -> None:
     proposals.add_argument("--gt", default=None, help="COCO ground-truth JSON")
     proposals.add_argument("--proposals", default=None,
                            help="COCO result JSON, JSON Lines, Parquet or CSV (image_id, x1, y1, x2, y2[, score]) "
-                                "or a folder of per-image .npz files (boxes[, scores]); without --gt and "
+                                "or a folder of per-image .npz files (boxes[, scores]); segmented proposals: JSON, "
+                                "JSON Lines or Parquet with a COCO segmentation, or a folder of PNG masks; without "
+                                "--gt and "
                                 "--proposals, --store names an existing store whose --run is evaluated again")
     proposals.add_argument("--protocol", choices=["hosang", "best-overlap", "coco"], default="hosang",
                            help="hosang: greedy one-to-one matching per budget; best-overlap: best IoU of each "
                                 "ground truth (ABO); coco: pycocotools with useCats=0 and maxDets = the budgets")
-    proposals.add_argument("--budgets", type=options.positive_int, nargs="+", default=list(api.HOSANG_BUDGETS),
-                           metavar="N",
-                           help="proposals per image (default: round(10^(0:0.5:4)))")
+    proposals.add_argument("--budgets", type=options.positive_int, nargs="+", default=None, metavar="N",
+                           help="proposals per image (default: round(10^(0:0.5:4)); with --iou-type segm MCG's "
+                                "10:5:100, 125:25:1000, 1500:500:6000, 100000)")
+    proposals.add_argument("--iou-type", choices=api.PROPOSAL_IOU_TYPES, default="bbox",
+                           help="segm: segmented proposals (masks) against the ground truth's masks, with Pont-Tuset "
+                                "& Marques' achievable quality")
+    proposals.add_argument("--quality", action="store_true",
+                           help="also the achievable quality for boxes (always given with --iou-type segm)")
+    proposals.add_argument("--quality-at", type=options.iou, nargs="+", default=[0.5, 0.7, 0.85], metavar="T",
+                           help="Jaccard thresholds of the achievable quality's recall, strict > (default 0.5 0.7 0.85)")
     proposals.add_argument("--iou", type=options.iou, nargs="+", default=[0.5, 0.7], metavar="T",
                            help="IoU thresholds of the recall-vs-budget tables (default: 0.5 0.7)")
     proposals.add_argument("--aggregation", choices=["instances", "images"], default="instances",

@@ -8,6 +8,7 @@ import polars as pl
 
 from evalengine.errors import ProtocolError, check_option
 from evalengine.match.proposals import ProposalProtocol, image_counts
+from evalengine.metrics import achievable as achievable_metrics
 from evalengine.metrics import oma as oma_metrics
 from evalengine.metrics import recall as recall_metrics
 from evalengine.metrics import repeatability as repeatability_metrics
@@ -94,6 +95,13 @@ class ProposalEvaluation:
     def best_overlap(self, by=()) -> pl.DataFrame:
         """ABO per budget (mean best IoU over ground truths, non-exclusive) and, per category, MABO's terms."""
         return self._with_budget_axis(recall_metrics.best_overlap(self._matches(by), list(by)))
+
+    def achievable_quality(self, thresholds=achievable_metrics.PONT_TUSET_THRESHOLDS, measure: str = "jaccard",
+                           by=()) -> pl.DataFrame:
+        """Pont-Tuset & Marques §2.3 per budget: mean and median of each object's best Jaccard among the first N
+        proposals, and the recall at Jaccard strictly above each threshold, against the mean proposals used."""
+        table = achievable_metrics.achievable_quality(self._matches(by), thresholds, measure, list(by))
+        return self._with_budget_axis(table)
 
     def mabo(self) -> pl.DataFrame:
         """MABO per budget: the mean over categories of each category's ABO (Uijlings et al.'s Selective Search)."""

@@ -8,6 +8,7 @@ import polars as pl
 from evalengine.errors import ProtocolError
 from evalengine.evaluation.detection import Evaluation
 from evalengine.evaluation.proposals import ProposalEvaluation
+from evalengine.metrics.achievable import recall_name
 from evalengine.metrics.lrp import OptimalLRP
 from evalengine.metrics.summary import stat_names, summary_cap, summary_layout
 
@@ -65,6 +66,15 @@ def proposal_payload(evaluation: ProposalEvaluation, iou_thresholds=(0.5, 0.7), 
     }
 
 
+def achievable_payload(evaluation: ProposalEvaluation, thresholds) -> dict:
+    """Pont-Tuset & Marques' achievable quality per budget (the ``achievable`` entry of the JSON): ``mean``,
+    ``median`` of the best Jaccard per object, ``recall`` at Jaccard > t keyed by ``str(float(t))``."""
+    quality = evaluation.achievable_quality(thresholds)
+    return {"measure": "jaccard", "mean": evaluation.per_budget(quality, "mean_quality"),
+            "median": evaluation.per_budget(quality, "median_quality"),
+            "recall": {str(float(t)): evaluation.per_budget(quality, recall_name(t)) for t in thresholds}}
+
+
 def oma_payload(evaluation: ProposalEvaluation, iou_thresholds=(0.5, 0.7), lattice: str = "edges") -> dict:
     """OMA per budget for each threshold, keyed by ``str(float(t))`` (the ``oma`` entry of the JSON)."""
     oma = evaluation.oma(iou_thresholds, lattice=lattice)
@@ -110,6 +120,13 @@ def proposal_table(payload: dict) -> str:
     title = (f"protocol {payload['protocol']} (matcher: {payload['matcher']}, aggregation: {payload['aggregation']}; "
              f"{ar_range})")
     text = title + "\n" + table(pl.DataFrame(columns).with_columns(pl.exclude("budget").cast(pl.Float64).round(4)))
+    if "achievable" in payload:
+        quality = payload["achievable"]
+        text += ("\nachievable quality (Pont-Tuset & Marques: best Jaccard per object, recall at J > t)\n" + table(
+            pl.DataFrame({"budget": payload["budgets"], "mean #proposals": payload["mean_proposals"],
+                          "mean J": quality["mean"], "median J": quality["median"],
+                          **{f"recall@J>{t}": v for t, v in quality["recall"].items()}})
+            .with_columns(pl.exclude("budget").cast(pl.Float64).round(4))))
     if "oma" in payload:
         oma = pl.DataFrame({"budget": payload["budgets"], **{f"OMA@{t}": v for t, v in payload["oma"].items()}})
         text += "\n" + table(oma.with_columns(pl.exclude("budget").cast(pl.Float64).round(4)))

@@ -6,6 +6,10 @@ Formats (by extension):
   chunks of whole objects;
 - ``.jsonl`` / ``.ndjson``, ``.parquet``, ``.csv``: columns ``image_id`` and either ``x1, y1, x2, y2`` or
   ``bbox`` ``[x, y, w, h]``, optional ``score``;
+- segmented proposals (Pont-Tuset & Marques §2.3): ``.json``, ``.jsonl`` / ``.ndjson`` or ``.parquet`` with a COCO
+  ``segmentation`` (polygons, compressed or uncompressed RLE, read as :mod:`evalengine.io.masks` reads results) in
+  the size of its image instead of a box; the box is the mask's (``toBbox``) unless a ``bbox`` is given, as
+  ``loadRes``; or a folder of PNG masks (:mod:`evalengine.io.proposal_masks`);
 
 A ``category_id``, if present, is kept but proposals are class-agnostic: only the ``coco`` protocol reads it,
 to order tied scores as pycocotools does with ``useCats=0``.
@@ -30,7 +34,8 @@ from evalengine import schema
 from evalengine.schema import from_pixel_inclusive
 from evalengine.errors import InputError, check_option, first_line
 from evalengine.io.coco import RESULT_FIELDS
-from evalengine.io.detections import BATCH_ROWS, json_lines_fields, parsed_in_parallel
+from evalengine.io.detections import BATCH_ROWS, json_lines_fields, parsed_in_parallel, result_fields
+from evalengine.io.masks import masks, segmentation_text
 from evalengine.io.validate import (BOX_COLUMNS, check_boxes, check_csv_header, integers, listed, numbers, require,
                                     split_bbox)
 
@@ -45,11 +50,14 @@ def _columns(path: Path, names) -> list:
         box = ["bbox"]
     elif all(c in names for c in CORNERS):
         box = list(CORNERS)
+    elif "segmentation" in names:
+        box = []
     else:
-        raise InputError(f"{path}: expected columns x1, y1, x2, y2 or bbox (found {', '.join(names)})")
+        raise InputError(f"{path}: expected columns x1, y1, x2, y2 or bbox, or segmentation "
+                         f"(found {', '.join(names)})")
     if "image_id" not in names:
         raise InputError(f"{path}: missing column image_id (found {', '.join(names)})")
-    return ["image_id", *box, *[c for c in ("score", "category_id") if c in names]]
+    return ["image_id", *box, *[c for c in ("score", "category_id", "segmentation") if c in names]]
 
 
 def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
@@ -58,7 +66,9 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
         raise InputError(f"{path}: unknown proposal format '{suffix}' (expected one of {', '.join(FORMATS)} "
                          "or a folder of .npz files)")
     if suffix == ".json":
-        yield from parsed_in_parallel(path, RESULT_FIELDS, "proposal")
+        fields = result_fields(path)
+        yield from parsed_in_parallel(path, {c: fields[c] for c in (*RESULT_FIELDS, "segmentation") if c in fields},
+                                      "proposal")
         return
     if suffix in (".jsonl", ".ndjson"):
         yield from parsed_in_parallel(path, json_lines_fields(path, _columns), "proposal", lines=True)
@@ -125,12 +135,26 @@ def _npz_batches(folder: Path, images: pl.DataFrame) -> Iterator[pl.DataFrame]:
         yield frame.with_columns(pl.Series("score", scores, dtype=pl.Float64)) if scores is not None else frame
 
 
-def _normalise(raw: pl.DataFrame, path: Path, offset: int, image_ids: pl.Series, box_convention: str) -> pl.DataFrame:
-    """Validate one batch and bring it to :data:`evalengine.schema.PROPOSALS_RAW`."""
+def _normalise(raw: pl.DataFrame, path: Path, offset: int, images: pl.DataFrame, box_convention: str) -> pl.DataFrame:
+    """Validate one batch and bring it to :data:`evalengine.schema.PROPOSALS_RAW` (and :data:`evalengine.schema.MASK`
+    for segmented proposals)."""
     frame = raw.with_row_index("proposal_id", offset=offset + 1).with_columns(pl.col("proposal_id").cast(pl.Int64))
     row = pl.col("proposal_id")  # 1-based, as the ordering errors and the stored proposal_id
     what = "proposal at position"
-    require(frame, [c for c in ("image_id", "bbox", *CORNERS) if c in frame.columns], path, what, row)
+    segmented = "segmentation" in frame.columns
+    needed = ("image_id", "segmentation") if segmented else ("image_id", "bbox", *CORNERS)
+    require(frame, [c for c in needed if c in frame.columns], path, what, row)
+    image_ids = images.get_column("image_id")
+    shaped = None
+    if segmented:
+        frame = _known_images(integers(frame, ["image_id"], path, what, row), path, image_ids)
+        frame = frame.with_columns(segmentation_text(pl.col("segmentation"), frame.schema["segmentation"],
+                                                      json_reader=path.suffix.lower() != ".parquet"))
+        shaped = masks(frame, images, path, what, row)
+        given = pl.col("bbox") if "bbox" in frame.columns else pl.lit(None, pl.List(pl.Float64))
+        mask_box = pl.Series(shaped.bbox()).cast(pl.List(pl.Float64))
+        frame = frame.with_columns(pl.when(given.is_null() | (given.list.len() == 0)).then(mask_box).otherwise(given)
+                                   .alias("bbox"))
     if "bbox" in frame.columns:
         frame = split_bbox(frame, path, what, row)
         if box_convention == "pixel-inclusive":
@@ -151,11 +175,16 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, image_ids: pl.Series,
     bad = frame.filter(pl.col("score").is_not_null() & ~pl.col("score").is_finite())
     if bad.height:
         raise InputError(f"{path}: {what} {listed(bad.select(row).to_series())}: 'score' is not finite")
+    frame = _known_images(frame, path, image_ids).select(list(schema.PROPOSALS_RAW)).cast(schema.PROPOSALS_RAW)
+    return frame if shaped is None else pl.concat([frame, shaped.columns], how="horizontal")
+
+
+def _known_images(frame: pl.DataFrame, path: Path, image_ids: pl.Series) -> pl.DataFrame:
     unknown = frame.filter(~pl.col("image_id").is_in(image_ids.implode()))
     if unknown.height:
         raise InputError(f"{path}: image_id {listed(unknown.get_column('image_id').unique().sort())} "
                          "not in the ground truth's images")
-    return frame.select(list(schema.PROPOSALS_RAW)).cast(schema.PROPOSALS_RAW)
+    return frame
 
 
 def iter_proposals(path, images: pl.DataFrame, box_convention: str = "continuous",
@@ -166,14 +195,13 @@ def iter_proposals(path, images: pl.DataFrame, box_convention: str = "continuous
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
     raw_batches = _npz_batches(path, images) if path.is_dir() else _file_batches(path, batch_rows)
-    image_ids = images.get_column("image_id")
     n_rows = 0
     # closed here, not by the garbage collector: a half-read JSON file holds a thread pool, which must not be
     # shut down from whatever thread happens to collect it
     with closing(raw_batches):
         for raw in raw_batches:
             if raw.height:  # an empty list (or chunk) is no batch
-                yield _normalise(raw, path, n_rows, image_ids, box_convention)
+                yield _normalise(raw, path, n_rows, images, box_convention)
                 n_rows += raw.height
     if n_rows == 0:
         raise InputError(f"{path}: no proposals")

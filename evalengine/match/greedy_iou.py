@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from evalengine.geometry.box_iou import CORNERS, pair_iou
-from evalengine.match.groups import merge_groups
+from evalengine.match.groups import block_chunks, merge_groups
 
 
 @numba.njit(cache=True, nogil=True)
@@ -54,45 +54,95 @@ def _greedy(cand_iou, cand_col, cand_n, n_used, g0, bi, out_iou, out_rank):
             out_rank[g0 + g, bi] = c + 1
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _close_budgets(j, n_pr, bi, budgets, cand_iou, cand_col, cand_n, run_best, run_rank, g0, out) -> int:
+    """Before column ``j``: write every budget that ends there (or beyond the group's last column) to ``out`` =
+    (iou, rank, best_iou, best_rank); the index of the next budget."""
+    out_iou, out_rank, best_iou, best_rank = out
+    n_gt = run_best.shape[0]
+    while bi < budgets.shape[0] and (budgets[bi] == j or (j == n_pr and budgets[bi] > j)):
+        _greedy(cand_iou, cand_col, cand_n, j, g0, bi, out_iou, out_rank)
+        for g in range(n_gt):
+            best_iou[g0 + g, bi] = run_best[g]
+            best_rank[g0 + g, bi] = run_rank[g]
+        bi += 1
+    return bi
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _offer(v, g, j, cand_iou, cand_col, cand_n, run_best, run_rank) -> None:
+    """Column ``j``'s IoU ``v`` with row ``g``: the running best, and a candidate if among the row's best."""
+    n_gt = run_best.shape[0]
+    if v > run_best[g]:
+        run_best[g], run_rank[g] = v, j + 1
+    if v <= 0.0 or (cand_n[g] == n_gt and v <= cand_iou[g, n_gt - 1]):
+        return
+    # insert after every candidate with IoU >= v (they have lower columns)
+    pos = min(cand_n[g], n_gt - 1)
+    while pos > 0 and cand_iou[g, pos - 1] < v:
+        cand_iou[g, pos], cand_col[g, pos] = cand_iou[g, pos - 1], cand_col[g, pos - 1]
+        pos -= 1
+    cand_iou[g, pos], cand_col[g, pos] = v, j
+    cand_n[g] = min(cand_n[g] + 1, n_gt)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _group_state(n_gt):
+    """(candidate IoUs, their columns, candidates per row, running best, its rank) of a group of ``n_gt`` rows."""
+    return (np.empty((n_gt, n_gt)), np.empty((n_gt, n_gt), np.int64), np.zeros(n_gt, np.int64), np.zeros(n_gt),
+            np.zeros(n_gt, np.int32))
+
+
 @numba.njit(cache=True, nogil=True)
 def assign_by_iou(convention, row_box, col_box, row_start, row_len, col_start, col_len, budgets, out):
     """Assign every group at every budget (columns already cut to the largest budget), IoU in ``convention``;
     ``out`` = (iou, rank, best_iou, best_rank), each (rows, budgets), written in place (ranks are 1-based, 0 for
     none)."""
-    out_iou, out_rank, best_iou, best_rank = out
-    n_b = budgets.shape[0]
     for grp in range(row_start.shape[0]):
         g0, n_gt, p0, n_pr = row_start[grp], row_len[grp], col_start[grp], col_len[grp]
         if n_gt == 0:
             continue
-        cand_iou = np.empty((n_gt, n_gt))
-        cand_col = np.empty((n_gt, n_gt), np.int64)
-        cand_n = np.zeros(n_gt, np.int64)
-        run_best = np.zeros(n_gt)
-        run_rank = np.zeros(n_gt, np.int32)
+        cand_iou, cand_col, cand_n, run_best, run_rank = _group_state(n_gt)
         bi = 0
         for j in range(n_pr + 1):
-            while bi < n_b and (budgets[bi] == j or (j == n_pr and budgets[bi] > j)):
-                _greedy(cand_iou, cand_col, cand_n, j, g0, bi, out_iou, out_rank)
-                for g in range(n_gt):
-                    best_iou[g0 + g, bi] = run_best[g]
-                    best_rank[g0 + g, bi] = run_rank[g]
-                bi += 1
+            bi = _close_budgets(j, n_pr, bi, budgets, cand_iou, cand_col, cand_n, run_best, run_rank, g0, out)
             if j == n_pr:
                 break
             for g in range(n_gt):
                 v = pair_iou(convention, col_box[p0 + j], row_box[g0 + g], False)
-                if v > run_best[g]:
-                    run_best[g], run_rank[g] = v, j + 1
-                if v <= 0.0 or (cand_n[g] == n_gt and v <= cand_iou[g, n_gt - 1]):
-                    continue
-                # insert after every candidate with IoU >= v (they have lower columns)
-                pos = min(cand_n[g], n_gt - 1)
-                while pos > 0 and cand_iou[g, pos - 1] < v:
-                    cand_iou[g, pos], cand_col[g, pos] = cand_iou[g, pos - 1], cand_col[g, pos - 1]
-                    pos -= 1
-                cand_iou[g, pos], cand_col[g, pos] = v, j
-                cand_n[g] = min(cand_n[g] + 1, n_gt)
+                _offer(v, g, j, cand_iou, cand_col, cand_n, run_best, run_rank)
+
+
+@numba.njit(cache=True, nogil=True)
+def assign_blocks(values, offsets, lo, hi, row_start, row_len, col_len, budgets, out):
+    """:func:`assign_by_iou` over precomputed similarity blocks of groups ``[lo, hi)`` (a
+    :func:`evalengine.geometry.masks.mask_iou_blocks` chunk: group ``k``'s ``col_len[k] × row_len[k]`` values,
+    row-major by column), the same assignment and tie order."""
+    for grp in range(lo, hi):
+        g0, n_gt, n_pr, at = row_start[grp], row_len[grp], col_len[grp], offsets[grp - lo]
+        if n_gt == 0:
+            continue
+        cand_iou, cand_col, cand_n, run_best, run_rank = _group_state(n_gt)
+        bi = 0
+        for j in range(n_pr + 1):
+            bi = _close_budgets(j, n_pr, bi, budgets, cand_iou, cand_col, cand_n, run_best, run_rank, g0, out)
+            if j == n_pr:
+                break
+            for g in range(n_gt):
+                _offer(values[at + j * n_gt + g], g, j, cand_iou, cand_col, cand_n, run_best, run_rank)
+
+
+def image_groups(row_image, col_image, budgets) -> tuple:
+    """``(row_start, row_len, col_start, col_len)`` of every image on either side (both sorted by image), the columns
+    cut to the largest budget."""
+    groups = merge_groups(row_image, row_image, col_image, col_image, False)
+    col_len = np.minimum(groups[:, 3], budgets[-1])
+    return tuple(np.ascontiguousarray(a) for a in (groups[:, 0], groups[:, 1], groups[:, 2], col_len))
+
+
+def _outputs(n_rows: int, n_b: int) -> tuple:
+    return (np.zeros((n_rows, n_b)), np.zeros((n_rows, n_b), np.int32), np.zeros((n_rows, n_b)),
+            np.zeros((n_rows, n_b), np.int32))
 
 
 def greedy_by_image(row_image, row_corners, col_image, col_corners, budgets):
@@ -100,11 +150,22 @@ def greedy_by_image(row_image, row_corners, col_image, col_corners, budgets):
     by continuous-box IoU: ``(iou, rank, best_iou, best_rank)`` arrays of shape (rows, budgets); both sides sorted
     by image."""
     budgets = np.asarray(budgets, np.int64)
-    groups = merge_groups(row_image, row_image, col_image, col_image, False)
-    row_start, row_len, col_start = groups[:, 0], groups[:, 1], groups[:, 2]
-    col_len = np.minimum(groups[:, 3], budgets[-1])
-    n_rows, n_b = row_corners.shape[0], budgets.shape[0]
-    out = (np.zeros((n_rows, n_b)), np.zeros((n_rows, n_b), np.int32), np.zeros((n_rows, n_b)),
-           np.zeros((n_rows, n_b), np.int32))
+    row_start, row_len, col_start, col_len = image_groups(row_image, col_image, budgets)
+    out = _outputs(row_corners.shape[0], budgets.shape[0])
     assign_by_iou(CORNERS, row_corners, col_corners, row_start, row_len, col_start, col_len, budgets, out)
+    return out
+
+
+def greedy_blocks_by_image(row_image, col_image, budgets, similarity):
+    """:func:`greedy_by_image` with the similarity of a kernel that gives blocks (mask IoU): ``similarity(groups)``
+    returns a function of a group range ``[lo, hi)`` giving its ``(values, offsets)``, computed in chunks of bounded
+    size (:func:`evalengine.match.groups.block_chunks`)."""
+    budgets = np.asarray(budgets, np.int64)
+    groups = image_groups(row_image, col_image, budgets)
+    row_start, row_len, _, col_len = groups
+    out = _outputs(row_image.shape[0], budgets.shape[0])
+    blocks = similarity(groups)
+    for lo, hi in block_chunks(row_len, col_len):
+        values, offsets = blocks(lo, hi)
+        assign_blocks(values, offsets, lo, hi, row_start, row_len, col_len, budgets, out)
     return out

@@ -6,6 +6,10 @@ class-agnostically, by continuous-box IoU, in two ways at once (:mod:`evalengine
 greedy one-to-one assignment of the toolbox's ``closest_candidates.m`` (0 for a ground truth left without a
 partner), and ``best_iou``, the best IoU over the top N, one proposal serving several ground truths (ABO, Wang et
 al.'s hits).
+
+``iou_type="segm"``: proposals and ground truths are masks, the similarity their mask IoU
+(:func:`evalengine.geometry.masks.mask_iou_blocks`, ``maskUtils.iou`` with no crowd) handed to the same assignment; the
+``best_iou`` column is then Pont-Tuset & Marques' best Jaccard per object and budget (§2.3, ``object_best``).
 """
 
 from dataclasses import dataclass
@@ -15,13 +19,18 @@ import numpy as np
 import polars as pl
 
 from evalengine import schema
-from evalengine.errors import ProtocolError
+from evalengine.errors import ProtocolError, check_option
 from evalengine.geometry.boxes import corners
-from evalengine.match.greedy_iou import greedy_by_image
+from evalengine.match.greedy_iou import greedy_blocks_by_image, greedy_by_image
 from evalengine.match.protocol import Protocol, column_array, positive_integers
+from evalengine.match.shapes import SHAPE_COLUMNS, mask_similarity, sources, with_shapes
 
 # round(10.^(0:0.5:4)) of the toolbox
 HOSANG_BUDGETS = (1, 3, 10, 32, 100, 316, 1000, 3162, 10000)
+# MCG's benchmark (Pont-Tuset & Marques §2.3): [10:5:100, 125:25:1000, 1500:500:6000, 100000]
+PONT_TUSET_BUDGETS = (*range(10, 101, 5), *range(125, 1001, 25), *range(1500, 6001, 500), 100000)
+IOU_TYPES = ("bbox", "segm")
+_MASKS = SHAPE_COLUMNS["segm"]["gt"]
 
 
 @dataclass(frozen=True)
@@ -30,12 +39,14 @@ class ProposalProtocol(Protocol):
 
     Their choices: every VOC box, difficult ones included ("our goal is to measure maximum recall"), and COCO
     without crowd annotations, which are dropped before matching (not treated as ignore regions).
-    ``include_difficult`` applies when the ground truth has a ``difficult`` field.
+    ``include_difficult`` applies when the ground truth has a ``difficult`` field. ``iou_type``: ``bbox`` (boxes) or
+    ``segm`` (masks of a proposal run ingested with segmentations, against the ground truth's masks).
     """
 
     budgets: tuple = HOSANG_BUDGETS
     drop_crowd: bool = True
     include_difficult: bool = True
+    iou_type: str = "bbox"
     name: ClassVar[str] = "hosang"
     sides: ClassVar[tuple] = ("gt", "images")
 
@@ -44,15 +55,43 @@ class ProposalProtocol(Protocol):
         if not budgets:
             raise ProtocolError(f"budgets: positive integers are needed, got {list(self.budgets)}")
         object.__setattr__(self, "budgets", budgets)
+        check_option("iou_type", self.iou_type, IOU_TYPES, ProtocolError)
+
+    def match_params(self) -> dict:
+        """The parameters; ``iou_type`` only when masks (so that box tables keep their keys)."""
+        params = super().match_params()
+        if self.iou_type == "bbox":
+            del params["iou_type"]
+        return params
 
     def shard_inputs(self, layout, run: str) -> tuple:
         layout.check_proposal_run(run)
         paths = layout.paths
-        return [{"gt": str(paths.gt_shard(k)), "proposals": str(paths.proposal_shard(run, k))}
-                for k in range(layout.n_shards)], {}
+        inputs = [{"gt": str(paths.gt_shard(k)), "proposals": str(paths.proposal_shard(run, k))}
+                  for k in range(layout.n_shards)]
+        if self.iou_type == "segm":
+            origin = {"gt": sources(layout, run)["gt"], "proposals": sources(layout, run)["dt"]}
+            for side, file in (inputs[0].items() if inputs else ()):
+                missing = [c for c in _MASKS if c not in pl.scan_parquet(file).collect_schema()]
+                if missing:
+                    whose = "the ground truth" if side == "gt" else f"proposal run '{run}'"
+                    raise ProtocolError(f"{origin[side]}: {whose} has no masks ('segmentation'), which iou_type "
+                                        f"'segm' needs (missing: {', '.join(missing)})")
+            inputs = [{**files, "gt_shapes": files["gt"], "proposal_shapes": files["proposals"]} for files in inputs]
+        return inputs, {"sources": sources(layout, run)}
+
+    def input_columns(self) -> dict:
+        return {"gt_shapes": list(_MASKS), "proposal_shapes": list(_MASKS)}
 
     def match_shard(self, tables: dict, context: dict) -> dict:
-        gt_matches, counts = match_proposal_shard(tables["gt"], tables["proposals"], self)
+        gt, proposals = tables["gt"], tables["proposals"]
+        where = None
+        if self.iou_type == "segm":
+            gt = with_shapes(gt, tables["gt_shapes"], _MASKS)
+            proposals = with_shapes(proposals, tables["proposal_shapes"], _MASKS)
+            where = {"gt": (f"{context['sources']['gt']}: annotation", "gt_id"),
+                     "dt": (f"{context['sources']['dt']}: proposal at position", "proposal_id")}
+        gt_matches, counts = match_proposal_shard(gt, proposals, self, where)
         return {"gt": gt_matches, "images": counts}
 
 
@@ -66,15 +105,21 @@ def evaluated_gt(gt: pl.DataFrame, protocol: ProposalProtocol) -> pl.DataFrame:
     return gt.filter(keep).sort("image_id", "gt_order")
 
 
-def match_proposal_shard(gt: pl.DataFrame, proposals: pl.DataFrame, protocol: ProposalProtocol):
-    """Match one shard; return ``(gt_matches, image_counts)`` (schemas in :mod:`evalengine.schema`)."""
+def match_proposal_shard(gt: pl.DataFrame, proposals: pl.DataFrame, protocol: ProposalProtocol,
+                         where: dict | None = None):
+    """Match one shard; return ``(gt_matches, image_counts)`` (schemas in :mod:`evalengine.schema`). ``where``: how
+    errors name a row (masks: :func:`evalengine.match.shapes.places`)."""
     gt = evaluated_gt(gt, protocol)
     budgets = np.array(protocol.budgets, np.int64)
     ranked = proposals.filter(pl.col("rank").is_not_null() & (pl.col("rank") <= int(budgets[-1])))
-    gt_image = column_array(gt, "image_id")
-    iou, rank, best, best_rank = greedy_by_image(gt_image, corners(gt),
-                                                 column_array(ranked, "image_id"),
-                                                 corners(ranked), budgets)
+    gt_image, proposal_image = column_array(gt, "image_id"), column_array(ranked, "image_id")
+    if protocol.iou_type == "segm":  # plain IoU for every ground truth, as the box IoU here (no crowd rule)
+        similarity = lambda groups: mask_similarity(gt, ranked, np.zeros(gt.height, np.bool_), groups, protocol,
+                                                    where or {"gt": ("annotation", "gt_id"),
+                                                              "dt": ("proposal at position", "proposal_id")})
+        iou, rank, best, best_rank = greedy_blocks_by_image(gt_image, proposal_image, budgets, similarity)
+    else:
+        iou, rank, best, best_rank = greedy_by_image(gt_image, corners(gt), proposal_image, corners(ranked), budgets)
     n_b = len(budgets)
     gt_matches = pl.DataFrame({
         "image_id": np.repeat(gt_image, n_b),

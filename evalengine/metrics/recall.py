@@ -48,7 +48,7 @@ def _group_means(table: pl.DataFrame, keys: list, names: list) -> pl.DataFrame:
     return table.select(keys)[starts].with_columns([pl.Series(name, v) for name, v in means.items()])
 
 
-def _aggregate(frame: pl.LazyFrame, values: dict, by: list, aggregation: str) -> pl.LazyFrame:
+def aggregate(frame: pl.LazyFrame, values: dict, by: list, aggregation: str) -> pl.LazyFrame:
     """Mean of each expression in ``values`` per ``by`` group, over annotations or over images (then images)."""
     check_option("aggregation", aggregation, AGGREGATIONS)
     # one row per ground truth × budget: sorted so that every sum runs in the same order
@@ -112,7 +112,7 @@ def average_recall(gt_matches: pl.LazyFrame, matcher: str = "greedy", aggregatio
     if not 0.0 <= lo < hi <= 1.0:
         raise ProtocolError(f"iou_range must satisfy 0 <= a < b <= 1, got {iou_range}")
     value = (_iou_column(matcher).clip(lo, hi) - lo) / (hi - lo)
-    return (_aggregate(gt_matches, {"ar": value}, ["budget", *by], aggregation)
+    return (aggregate(gt_matches, {"ar": value}, ["budget", *by], aggregation)
             .with_columns(matcher=pl.lit(matcher), aggregation=pl.lit(aggregation))
             .sort("budget", *by))
 
@@ -188,7 +188,7 @@ def evaluated_gt_boxes(gt_matches: pl.LazyFrame, gt: pl.LazyFrame) -> pl.LazyFra
 
 def best_overlap(gt_matches: pl.LazyFrame, by=()) -> pl.LazyFrame:
     """ABO: the mean over ground truths of the best IoU over the top-N (non-exclusive), per budget."""
-    return _aggregate(gt_matches, {"abo": pl.col("best_iou")}, ["budget", *by], "instances").sort("budget", *by)
+    return aggregate(gt_matches, {"abo": pl.col("best_iou")}, ["budget", *by], "instances").sort("budget", *by)
 
 
 def mean_best_overlap_per_class(gt_matches: pl.LazyFrame) -> pl.LazyFrame:

@@ -5,9 +5,12 @@ Hosang et al. §2.6 and their toolbox (``get_candidates.m``, ``deduplicate_propo
 proposals are put in its order (by score, descending or ascending, as given, or a seeded random
 permutation for unscored baselines); duplicates are removed *after* ordering and *before* the top-N cut,
 keeping the first occurrence under the key ``(round(x1), round(y1), ceil(x2), ceil(y2))`` (MATLAB's
-round: half away from zero). Ties in score keep the given order (MATLAB's sort is stable).
+round: half away from zero). Ties in score keep the given order (MATLAB's sort is stable). A run of masks (segmented
+proposals, :data:`evalengine.schema.MASK` columns) is de-duplicated by mask: a proposal whose run lengths equal an
+earlier one's of its image.
 """
 
+import itertools
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +51,12 @@ def _random_key(frame: pl.DataFrame, seed: int) -> np.ndarray:
     return splitmix64(image ^ frame.get_column("proposal_id").to_numpy().view(np.uint64))
 
 
+def stored_schema(frame: pl.DataFrame | None) -> dict:
+    """The stored table's schema: :data:`evalengine.schema.PROPOSALS`, and the mask columns where ``frame`` has them."""
+    masks = frame is not None and "mask_counts" in frame.columns
+    return {**schema.PROPOSALS, **(schema.MASK if masks else {})}
+
+
 def rank_proposals(frame: pl.DataFrame, order: ProposalOrder, source: str = "proposals") -> pl.DataFrame:
     """Add ``rank`` (schema :data:`evalengine.schema.PROPOSALS`); rows come back sorted by (image, rank)."""
     if order.ordering.startswith("score"):
@@ -63,7 +72,9 @@ def rank_proposals(frame: pl.DataFrame, order: ProposalOrder, source: str = "pro
     else:
         keys, descending = ["image_id", "proposal_id"], [False, False]
     frame = frame.sort(keys, descending=descending, maintain_order=True)
-    if order.dedup:
+    if order.dedup and "mask_counts" in frame.columns:
+        first = pl.struct("image_id", "mask_counts").is_first_distinct()
+    elif order.dedup:
         x2, y2 = pl.col("x") + pl.col("w"), pl.col("y") + pl.col("h")
         key = [pl.col("image_id"), pl.col("x").round(0, mode="half_away_from_zero").alias("k1"),
                pl.col("y").round(0, mode="half_away_from_zero").alias("k2"), x2.ceil().alias("k3"),
@@ -73,7 +84,8 @@ def rank_proposals(frame: pl.DataFrame, order: ProposalOrder, source: str = "pro
         first = pl.lit(True)
     frame = frame.with_columns(first.alias("_first"))
     rank = pl.when(pl.col("_first")).then(pl.col("_first").cast(pl.Int32).cum_sum().over("image_id"))
-    ranked = frame.with_columns(rank.alias("rank")).select(list(schema.PROPOSALS)).cast(schema.PROPOSALS)
+    stored = stored_schema(frame)
+    ranked = frame.with_columns(rank.alias("rank")).select(list(stored)).cast(stored)
     return ranked.sort("image_id", "rank", nulls_last=True, maintain_order=True)
 
 
@@ -122,11 +134,18 @@ def write_proposal_run(folder, proposal: ProposalRun, n_shards: int, progress) -
 
 def _rank_streaming(folder, proposal: ProposalRun, n_shards: int, progress) -> int:
     """Each batch's complete images are ranked and written; the last image waits for the next batch."""
-    batches = proposal.batches()
-    carry, last_done = None, None
+    source = proposal.batches()
     workers = os.cpu_count() or 1
-    with ShardWriter(folder, n_shards, schema.PROPOSALS) as writer, closed(batches), \
-            ThreadPoolExecutor(max_workers=workers) as pool:
+    with closed(source):
+        first = next(iter(source), None)
+        batches = [] if first is None else itertools.chain([first], iter(source))
+        return _write_ranked(folder, proposal, n_shards, progress, batches, stored_schema(first), workers)
+
+
+def _write_ranked(folder, proposal: ProposalRun, n_shards: int, progress, batches, table_schema: dict,
+                  workers: int) -> int:
+    carry, last_done = None, None
+    with ShardWriter(folder, n_shards, table_schema) as writer, ThreadPoolExecutor(max_workers=workers) as pool:
         pending = deque()  # batches being ranked (Polars releases the GIL), written in order: at most one per core
 
         def flush(keep: int) -> None:
