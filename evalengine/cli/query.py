@@ -40,10 +40,22 @@ def _cmd_plot(args) -> str:
 
     store = api.open(args.store)
     target = _target(args, store)
-    if args.kind in ("proposal-recall-iou", "ar-budget"):
+    if args.kind in ("proposal-recall-iou", "ar-budget", "quality-budget", "quality-histogram"):
         runs = args.runs or [api.DEFAULT_PROPOSAL_RUN]
-        evaluations = {run: store.evaluate_proposals(run) for run in runs}
-        if args.kind == "ar-budget":
+        if args.iou_type not in api.PROPOSAL_IOU_TYPES:
+            raise EvalEngineError(f"plot {args.kind}: --iou-type is bbox or segm for proposals, not {args.iou_type}")
+        protocol = (api.ProposalProtocol(api.PONT_TUSET_BUDGETS, iou_type="segm") if args.iou_type == "segm"
+                    else api.ProposalProtocol())
+        evaluations = {run: store.evaluate_proposals(run, protocol) for run in runs}
+        if args.kind == "quality-budget":
+            figure = plots.achievable_by_budget({run: ev.achievable_quality() for run, ev in evaluations.items()})
+        elif args.kind == "quality-histogram":
+            if args.budget not in protocol.budgets:
+                raise EvalEngineError(f"plot quality-histogram: budget {args.budget} is not one of "
+                                      f"{list(protocol.budgets)}")
+            figure = plots.best_quality_histogram({run: ev.gt_matches().collect() for run, ev in evaluations.items()},
+                                                  args.budget)
+        elif args.kind == "ar-budget":
             figure = plots.ar_by_budget({run: ev.average_recall() for run, ev in evaluations.items()})
         else:
             figure = plots.proposal_recall_iou({run: ev.recall_iou_curve() for run, ev in evaluations.items()},
@@ -142,11 +154,12 @@ def _out_args(parser, help: str, required: bool) -> None:
 def add_plot(sub) -> None:
     plot = options.store_command(sub, "plot", "figures: precision-recall, recall-IoU, AP by size, per-class run "
                                  "differences, LRP and its components against the score threshold, precision-recall "
-                                 "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, "
+                                 "with the LRP- and F1-optimal points, proposal recall-IoU and AR-budget curves, segmented proposals' "
+                                 "achievable quality (--iou-type segm) against the budget and its histogram, "
                                  "COCO analyze's stacked PR areas, Borji's cumulative error diagnosis, TIDE's errors, "
                                  "the confusion heat map, box density maps", _cmd_plot)
     plot.add_argument("kind", choices=["pr", "recall-iou", "ap-by-size", "compare", "lrp", "pr-optimal",
-                                       "proposal-recall-iou", "ar-budget", "analyze", "borji", "tide", "confusion",
+                                       "proposal-recall-iou", "ar-budget", "quality-budget", "quality-histogram", "analyze", "borji", "tide", "confusion",
                                        "density"])
     _out_args(plot, "image file (.png, .pdf, .svg), outside the store", required=True)
     plot.add_argument("--runs", nargs="+", default=None, help="runs to draw (compare: baseline first)")
@@ -160,7 +173,8 @@ def add_plot(sub) -> None:
     plot.add_argument("--score", type=options.number, default=0.05,
                       help="confusion: keep detections with score >= this (default 0.05)")
     plot.add_argument("--normalize", action="store_true", help="confusion: row fractions instead of counts")
-    plot.add_argument("--budget", type=int, default=1000, help="proposal-recall-iou: proposals per image")
+    plot.add_argument("--budget", type=int, default=1000,
+                      help="proposal-recall-iou, quality-histogram: proposals per image")
     plot.add_argument("--variant", choices=api.BORJI_VARIANTS, default="borji_ref", help="borji: the diagnosis' variant")
     plot.add_argument("--density-kind", choices=api.DENSITY_KINDS, default="occupancy",
                       help="density: occupancy (cells a box covers) or center (the cell of its centre)")

@@ -36,6 +36,7 @@ from evalengine.errors import InputError, check_option, first_line
 from evalengine.io.coco import RESULT_FIELDS
 from evalengine.io.detections import BATCH_ROWS, json_lines_fields, parsed_in_parallel, result_fields
 from evalengine.io.masks import masks, segmentation_text
+from evalengine.io.proposal_masks import image_of_stem, png_batches
 from evalengine.io.validate import (BOX_COLUMNS, check_boxes, check_csv_header, integers, listed, numbers, require,
                                     split_bbox)
 
@@ -104,18 +105,11 @@ def _csv_value_error(path: Path, types) -> None:
 
 def _npz_batches(folder: Path, images: pl.DataFrame) -> Iterator[pl.DataFrame]:
     files = sorted(folder.glob("*.npz"))
-    if not files:
-        raise InputError(f"{folder}: a proposal folder must hold one .npz file per image (none found)")
-    by_stem = {}
-    if "file_name" in images.columns:
-        for image_id, name in images.select("image_id", "file_name").drop_nulls().iter_rows():
-            by_stem[Path(name).stem] = image_id
-    known = set(images.get_column("image_id").to_list())
+    image_of = image_of_stem(images)
     for file in files:
-        stem = file.stem
-        image_id = int(stem) if stem.lstrip("-").isdigit() and int(stem) in known else by_stem.get(stem)
+        image_id = image_of(file.stem)
         if image_id is None:
-            raise InputError(f"{file}: no image with id or file name '{stem}' in the ground truth")
+            raise InputError(f"{file}: no image with id or file name '{file.stem}' in the ground truth")
         try:
             with np.load(file) as data:
                 boxes, scores = data["boxes"], data["scores"] if "scores" in data else None
@@ -194,7 +188,10 @@ def iter_proposals(path, images: pl.DataFrame, box_convention: str = "continuous
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path}: no such file or folder")
-    raw_batches = _npz_batches(path, images) if path.is_dir() else _file_batches(path, batch_rows)
+    if path.is_dir():
+        raw_batches = _npz_batches(path, images) if any(path.glob("*.npz")) else png_batches(path, images)
+    else:
+        raw_batches = _file_batches(path, batch_rows)
     n_rows = 0
     # closed here, not by the garbage collector: a half-read JSON file holds a thread pool, which must not be
     # shut down from whatever thread happens to collect it

@@ -7,7 +7,7 @@ from evalengine.plots.density import box_density
 from evalengine.plots.detection import ap_by_size, lrp_curves, pr_curves, pr_operating_points, recall_iou, run_differences
 from evalengine.plots.diagnosis import analyze_pr, borji_diagnosis, confusion_heatmap, tide_errors
 from evalengine.plots.figure import close
-from evalengine.plots.proposals import ar_by_budget, proposal_recall_iou
+from evalengine.plots.proposals import achievable_by_budget, ar_by_budget, best_quality_histogram, proposal_recall_iou
 
-__all__ = ["analyze_pr", "ap_by_size", "ar_by_budget", "borji_diagnosis", "box_density", "close", "confusion_heatmap", "lrp_curves",
+__all__ = ["achievable_by_budget", "analyze_pr", "ap_by_size", "ar_by_budget", "best_quality_histogram", "borji_diagnosis", "box_density", "close", "confusion_heatmap", "lrp_curves",
            "pr_curves", "pr_operating_points", "proposal_recall_iou", "recall_iou", "run_differences", "tide_errors"]
