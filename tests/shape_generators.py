@@ -177,3 +177,59 @@ def _keypoint_result(rng, image, category, xs, ys, coords, with_box: bool, score
     if with_box:
         result["bbox"] = [round(float(v), 2) for v in (*rng.uniform(0, 500, 2), *rng.uniform(1, 150, 2))]
     return result
+
+
+def random_segmented_proposals(seed: int):
+    """A (gt dict, proposal list) pair for segmented proposals: ground-truth masks as polygons of several parts and
+    compressed or uncompressed RLE (some crowd, empty and 1-pixel), and per image 0 to 30 proposals — moved objects,
+    exact copies of objects (J = 1) and of earlier proposals (duplicates), random, empty and 1-pixel masks, polygons —
+    with scores of one decimal (ties) or none at all (ranked by file order), images interleaved or not."""
+    rng = np.random.default_rng(seed)
+    images = [{"id": i + 1, "height": int(rng.integers(4, 50)), "width": int(rng.integers(4, 50)),
+               "file_name": f"img{i + 1}.jpg"} for i in range(int(rng.integers(1, 5)))]
+    scored = rng.random() < 0.7
+    annotations, proposals = [], []
+    for image in images:
+        h, w = image["height"], image["width"]
+        objects = []
+        for _ in range(int(rng.choice([0, 1, 2, 3, 5, 8]))):
+            bitmap = _bitmap(rng, h, w)
+            form = str(rng.choice(["polygon", "compressed", "uncompressed"]))
+            segmentation = _polygons(rng, h, w) if form == "polygon" else _rle(bitmap, form)
+            if form == "polygon":
+                bitmap = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(segmentation, h, w)))
+            objects.append(bitmap)
+            annotations.append({"id": len(annotations) + 1, "image_id": image["id"], "category_id": 1,
+                                "bbox": [float(v) for v in mask_utils.toBbox(mask_utils.encode(np.asfortranarray(bitmap)))],
+                                "area": float(bitmap.sum()), "iscrowd": int(rng.random() < 0.1),
+                                "segmentation": segmentation})
+        own = []
+        for _ in range(int(rng.integers(0, 31))):
+            kind = rng.integers(0, 10)
+            if objects and kind < 4:
+                bitmap = _moved(rng, objects[rng.integers(0, len(objects))])
+            elif objects and kind == 4:
+                bitmap = objects[rng.integers(0, len(objects))].copy()
+            elif own and kind == 5:
+                bitmap = own[rng.integers(0, len(own))].copy()
+            else:
+                bitmap = _bitmap(rng, h, w)
+            own.append(bitmap)
+            form = str(rng.choice(["compressed", "uncompressed", "compressed", "polygon"]))
+            if form == "polygon":
+                segmentation = _polygons(rng, h, w)
+                own[-1] = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(segmentation, h, w)))
+            else:
+                segmentation = _rle(bitmap, form)
+            proposal = {"image_id": image["id"], "segmentation": segmentation}
+            if scored:
+                proposal["score"] = round(float(rng.random()), 1)
+            proposals.append(proposal)
+    if not proposals:
+        proposals.append({"image_id": images[0]["id"], "segmentation": _rle(np.zeros((images[0]["height"],
+                                                                                     images[0]["width"])), "compressed"),
+                          **({"score": 0.5} if scored else {})})
+    if rng.random() < 0.3:  # images interleaved: ranked per shard instead of while streaming
+        proposals = [proposals[i] for i in rng.permutation(len(proposals))]
+    gt = {"images": images, "annotations": annotations, "categories": [{"id": 1, "name": "object"}]}
+    return gt, proposals

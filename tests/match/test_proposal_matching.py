@@ -21,12 +21,18 @@ def _iou_matrix(gt, pr):
 
 
 def brute_force_greedy(gt, pr):
-    """closest_candidates.m: max per row (first column), then the first row with the largest of those;
-    the matrix is transposed when there are more ground truths than proposals."""
-    m = _iou_matrix(gt, pr)
-    transposed = len(gt) > len(pr)
+    """closest_candidates.m on the boxes' IoU matrix (:func:`greedy_on_matrix`)."""
+    return greedy_on_matrix(_iou_matrix(gt, pr))
+
+
+def greedy_on_matrix(m):
+    """closest_candidates.m on a (ground truths × proposals) IoU matrix: max per row (first column), then the first
+    row with the largest of those; the matrix is transposed when there are more ground truths than proposals.
+    ``(IoU of each ground truth with its partner, 0 if none; the partner's 1-based rank or None)``."""
+    n_gt, n_pr = m.shape
+    transposed = n_gt > n_pr
     work = m.T.copy() if transposed else m.copy()
-    result, partner = np.zeros(len(gt)), [None] * len(gt)
+    result, partner = np.zeros(n_gt), [None] * n_gt
     for _ in range(work.shape[0]):
         if work.size == 0:
             break
