@@ -27,7 +27,8 @@ def _evaluate_proposals(store, args, timed) -> dict:
         evaluation = store.evaluate_proposals(args.run, protocol, on_shard_done=advance, **schedule)
     matcher = "best" if args.protocol == "best-overlap" else "greedy"
     payload = api.report.proposal_payload(evaluation, args.iou, matcher=matcher, aggregation=args.aggregation)
-    payload["iou_type"] = args.iou_type
+    if args.iou_type == "segm":
+        payload["iou_type"] = "segm"
     if args.iou_type == "segm" or args.quality:
         payload["achievable"] = api.report.achievable_payload(evaluation, args.quality_at)
     if args.oma:

@@ -14,6 +14,10 @@ One pass over a group's columns in rank order serves every budget: a row can onl
 ``n_rows`` best columns so far (at most ``n_rows − 1`` are taken by the others before it), so only those are kept
 as candidates, and the greedy assignment runs on them at each budget — the same pairs, in the same order, as on
 the full matrix.
+
+Masks (segmented proposals) take the same assignment over precomputed similarity blocks (:func:`assign_blocks`, a
+mask IoU is a walk over run lengths, not a formula to fuse), computed per chunk of images
+(:func:`greedy_blocks_by_image`).
 """
 
 import numba
