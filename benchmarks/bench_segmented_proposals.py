@@ -9,6 +9,7 @@ taken as proposals). Both run in processes of their own, timed in the same run, 
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import time
@@ -58,12 +59,19 @@ print(time.perf_counter() - t)
 """
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _timed(code: str, *argv) -> tuple:
-    """``(last printed lines, peak RSS in MB)`` of ``code`` in a process of its own."""
+    """``(last printed lines, peak RSS in MB, CPU seconds)`` of ``code`` in a process of its own (CPU time: on a
+    loaded machine the wall clock measures the others' work too)."""
+    before = _cpu()
     done = subprocess.run([sys.executable, "-c", code + "\n" + _PEAK, *map(str, argv)], check=True,
                           capture_output=True, text=True)
     lines = done.stdout.split("\n")
-    return lines[-4:-2], int(lines[-2]) / 1024
+    return lines[-4:-2], int(lines[-2]) / 1024, _cpu() - before
 
 
 def main(argv=None):
@@ -77,12 +85,13 @@ def main(argv=None):
         write_masks(out, args)
         print(f"generated {out} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     gt, proposals = out / "gt_masks.json", out / "dt_masks.json"
-    (payload, ours), ours_rss = _timed(OURS, gt, proposals, out / "store_segprop")
-    (peer_mean, peer), peer_rss = _timed(PEER, gt, proposals)
+    (payload, ours), ours_rss, ours_cpu = _timed(OURS, gt, proposals, out / "store_segprop")
+    (peer_mean, peer), peer_rss, peer_cpu = _timed(PEER, gt, proposals)
     mean = json.loads(payload)["achievable"]["mean"][-1]
     print(f"{args.images} images, {args.dets_per_image} mask proposals per image ({proposals.stat().st_size / 2**20:.0f}"
-          f" MB): evalengine {float(ours):.1f} s (peak {ours_rss:.0f} MB; recall, AR and achievable quality at 66 "
-          f"budgets), peer {float(peer):.1f} s (peak {peer_rss:.0f} MB; best Jaccard only); mean best Jaccard at "
+          f" MB): evalengine {float(ours):.1f} s, CPU {ours_cpu:.1f} s (peak {ours_rss:.0f} MB; recall, AR and "
+          f"achievable quality at 66 budgets), peer {float(peer):.1f} s, CPU {peer_cpu:.1f} s (peak {peer_rss:.0f} MB; "
+          f"best Jaccard only); mean best Jaccard at "
           f"100000: {mean!r} vs {float(peer_mean)!r}")
 
 
