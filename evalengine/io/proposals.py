@@ -141,6 +141,9 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, images: pl.DataFrame,
     image_ids = images.get_column("image_id")
     shaped = None
     if segmented:
+        if box_convention != "continuous":
+            raise InputError(f"{path}: box convention '{box_convention}' is for proposal boxes; segmented proposals' "
+                             "boxes are their masks' (toBbox)")
         frame = _known_images(integers(frame, ["image_id"], path, what, row), path, image_ids)
         frame = frame.with_columns(segmentation_text(pl.col("segmentation"), frame.schema["segmentation"],
                                                       json_reader=path.suffix.lower() != ".parquet"))

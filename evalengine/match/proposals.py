@@ -113,10 +113,11 @@ def match_proposal_shard(gt: pl.DataFrame, proposals: pl.DataFrame, protocol: Pr
     budgets = np.array(protocol.budgets, np.int64)
     ranked = proposals.filter(pl.col("rank").is_not_null() & (pl.col("rank") <= int(budgets[-1])))
     gt_image, proposal_image = column_array(gt, "image_id"), column_array(ranked, "image_id")
-    if protocol.iou_type == "segm":  # plain IoU for every ground truth, as the box IoU here (no crowd rule)
-        similarity = lambda groups: mask_similarity(gt, ranked, np.zeros(gt.height, np.bool_), groups, protocol,
-                                                    where or {"gt": ("annotation", "gt_id"),
-                                                              "dt": ("proposal at position", "proposal_id")})
+    if protocol.iou_type == "segm":
+        where = where or {"gt": ("annotation", "gt_id"), "dt": ("proposal at position", "proposal_id")}
+
+        def similarity(groups):  # plain IoU for every ground truth, as the box IoU here (no crowd rule)
+            return mask_similarity(gt, ranked, np.zeros(gt.height, np.bool_), groups, protocol, where)
         iou, rank, best, best_rank = greedy_blocks_by_image(gt_image, proposal_image, budgets, similarity)
     else:
         iou, rank, best, best_rank = greedy_by_image(gt_image, corners(gt), proposal_image, corners(ranked), budgets)

@@ -151,3 +151,11 @@ def test_segm_needs_masks_on_both_sides(tmp_path, gt_path):
     assert code == 2
     assert err == [f"evalengine: error: {boxes}: proposal run 'proposals' has no masks ('segmentation'), which "
                    "iou_type 'segm' needs (missing: mask_h, mask_w, mask_counts)"]
+
+
+def test_box_convention_is_for_boxes(tmp_path, gt_path):
+    (tmp_path / "p.json").write_text(json.dumps([{"image_id": 1, "segmentation": _rle(np.ones((H, W)), "compressed")}]))
+    with pytest.raises(InputError, match=r"p.json: box convention 'pixel-inclusive' is for proposal boxes; segmented "
+                                         r"proposals' boxes are their masks' \(toBbox\)$"):
+        evalengine.ingest_proposals(gt_path, tmp_path / "p.json", tmp_path / "s", order=ProposalOrder("given"),
+                                    box_convention="pixel-inclusive")
