@@ -10,7 +10,10 @@ import sys
 import numpy as np
 import pytest
 
+import evalengine
+from evalengine.api import ProposalProtocol
 from tests.conftest import DATA, PACKAGE_DATA
+from tests.io.test_bad_input_corpus import cli
 from tests.match.test_segmented_proposals import THRESHOLDS, _measures, reference
 
 GT = PACKAGE_DATA / "instances_val2014_100.json"
@@ -98,3 +101,20 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
 def _size(result: dict) -> str:
     image = next(i for i in json.loads(GT.read_text())["images"] if i["id"] == result["image_id"])
     return f"[{image['height']}, {image['width']}]"
+
+
+def test_quality_of_box_proposals(tmp_path):
+    """``--quality`` on boxes: the mean best IoU is the ABO, the recall counts best IoUs strictly above t."""
+    boxes = PACKAGE_DATA / "instances_val2014_fakebbox100_results.json"
+    code, out, err = cli(tmp_path, "proposals", "--gt", GT, "--proposals", boxes, "--budgets", 1, 10, 100, "--quality",
+                         "--quality-at", 0.5, 0.75, "--json", "--store", tmp_path / "store")
+    assert code == 0, err
+    payload = json.loads(out)
+    assert "iou_type" not in payload
+    ev = evalengine.open(tmp_path / "store").evaluate_proposals(protocol=ProposalProtocol(budgets=(1, 10, 100)))
+    assert payload["achievable"]["mean"] == ev.best_overlap().sort("budget").get_column("abo").to_list()
+    table = ev.gt_matches().collect()
+    for k, budget in enumerate((1, 10, 100)):
+        best = table.filter(table["budget"] == budget).get_column("best_iou").to_numpy()
+        assert payload["achievable"]["median"][k] == pytest.approx(float(np.median(best)), abs=1e-12)
+        assert payload["achievable"]["recall"]["0.75"][k] == pytest.approx(float(np.mean(best > 0.75)), abs=1e-12)
