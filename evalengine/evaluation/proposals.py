@@ -122,7 +122,11 @@ class ProposalEvaluation:
     def oma(self, iou_thresholds=(0.5, 0.8), lattice: str = "edges") -> pl.DataFrame:
         """Wang et al.'s recall and OMA per (budget, IoU threshold): per-image means, non-exclusive hits, the
         random-sampling chance HPRS removed (Eq. 8). OMA vs budget at a threshold, or vs IoU at a budget.
-        The exact hit counts are cached in the store (``hprs/lattice=L``) and reused by every run and query."""
+        The exact hit counts are cached in the store (``hprs/lattice=L``) and reused by every run and query.
+        Boxes only: HPRS counts the boxes of a lattice, which have no mask counterpart."""
+        if self.protocol.iou_type != "bbox":
+            raise ProtocolError("OMA is defined on boxes (Wang et al.'s HPRS of a box lattice), not on iou_type "
+                                f"'{self.protocol.iou_type}'")
         known = read_hit_counts(self.layout, lattice)
         counts, counted = oma_metrics.object_hit_counts(
             recall_metrics.evaluated_gt_boxes(self.gt_matches(), self.gt()).collect(),

@@ -159,3 +159,12 @@ def test_box_convention_is_for_boxes(tmp_path, gt_path):
                                          r"proposals' boxes are their masks' \(toBbox\)$"):
         evalengine.ingest_proposals(gt_path, tmp_path / "p.json", tmp_path / "s", order=ProposalOrder("given"),
                                     box_convention="pixel-inclusive")
+
+
+def test_oma_is_for_boxes(tmp_path, gt_path):
+    (tmp_path / "p.json").write_text(json.dumps([{"image_id": 1, "segmentation": _rle(np.ones((H, W)), "compressed")}]))
+    code, out, err = cli(tmp_path, "proposals", "--gt", gt_path, "--proposals", tmp_path / "p.json", "--iou-type",
+                         "segm", "--ordering", "given", "--oma")
+    assert code == 2 and out == ""
+    assert err == ["evalengine: error: OMA is defined on boxes (Wang et al.'s HPRS of a box lattice), not on iou_type "
+                   "'segm'"]
