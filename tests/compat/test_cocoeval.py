@@ -16,6 +16,7 @@ from evalengine.errors import InputError
 from tests.compat.pycocotools_parity import assert_accumulated_equal, assert_eval_images_equal, run_cocoeval
 from tests.conftest import DATA, SAMPLE_DT, SAMPLE_GT
 from tests.generators import random_coco
+from tests.shape_generators import random_keypoints, random_masks
 
 
 def _set(**values):
@@ -134,3 +135,26 @@ def test_corrected_mode_says_so():
     gt["annotations"][0]["id"] = 0
     with pytest.warns(UserWarning, match="corrected mode"):
         run_cocoeval(COCO, lambda g, d, t: COCOeval(g, d, t, zero_id_quirk=False), gt, dt)
+
+
+@pytest.mark.parametrize("batch", range(3))
+def test_random_mask_datasets_equal_pycocotools(batch):
+    """segm on random masks (polygons, compressed and uncompressed RLE, crowds, empty and border masks; results with
+    and without boxes)."""
+    for seed in range(batch * 10, batch * 10 + 10):
+        gt, dt = random_masks(seed)
+        try:
+            _compare(gt, dt, EDITS[seed % len(EDITS)] if seed % 3 else None, iou_type="segm")
+        except AssertionError as exc:
+            raise AssertionError(f"seed {seed}: {exc}") from None
+
+
+@pytest.mark.parametrize("batch", range(2))
+def test_random_keypoint_datasets_equal_pycocotools(batch):
+    kps_edits = [None, _set(useCats=0), _set(maxDets=[5, 20]), _set(imgIds=lambda p: p.imgIds[:2])]
+    for seed in range(batch * 10, batch * 10 + 10):
+        gt, dt = random_keypoints(seed)
+        try:
+            _compare(gt, dt, kps_edits[seed % len(kps_edits)], iou_type="keypoints")
+        except AssertionError as exc:
+            raise AssertionError(f"seed {seed}: {exc}") from None
