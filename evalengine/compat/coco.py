@@ -181,14 +181,19 @@ class COCO:
         with as_files(dt=source) as (_, path):
             return list(iter_detections(path, compat_coco(self).engine_gt()))
 
-    def engine_results(self, gt: "COCO") -> tuple:
+    def engine_results(self, gt: "COCO", masks: bool = False) -> tuple:
         """``(frames, ids)``: this object's annotations as the engine's detection frames (det_id = position) and the
         annotations' own ids by position (None where they are the positions, as ``loadRes`` makes them). A
         dataset of results built otherwise (``COCO()`` and ``createIndex``, as torchmetrics does) keeps its
-        ``area`` (what the area ranges read) and ids."""
+        ``area`` (what the area ranges read) and ids. ``masks``: read with their masks, where results of boxes have
+        the polygons ``loadRes`` gives them (pycocotools evaluates those under segm)."""
         state = self._engine or {}
-        if "frames" in state and state.get("of") == id(self.dataset.get("annotations")):
+        annotations = id(self.dataset.get("annotations"))
+        if "frames" in state and state.get("of") == annotations and (
+                not masks or any("mask_counts" in frame.columns for frame in state["frames"])):
             return state["frames"], state["ids"]
+        if state.get("masked_of") == annotations and masks:
+            return state["masked"]
         anns = self.dataset.get("annotations", [])
         if not anns:
             return [pl.DataFrame(schema=schema.DT)], None
@@ -202,7 +207,10 @@ class COCO:
             kept.append(frame.with_columns(pl.coalesce(given, pl.col("area")).alias("area")))
             start += frame.height
         ids = np.array([ann["id"] for ann in anns], dtype=np.int64)
-        self._engine = {**state, "frames": kept, "ids": ids, "of": id(self.dataset.get("annotations"))}
+        if masks and "frames" in state and state.get("of") == annotations:  # loadRes's, with its polygons
+            self._engine = {**state, "masked": (kept, state["ids"]), "masked_of": annotations}
+            return kept, state["ids"]
+        self._engine = {**state, "frames": kept, "ids": ids, "of": annotations}
         return kept, ids
 
 

@@ -121,7 +121,7 @@ class COCOeval:
         only the objects of ``params.catIds``, so those are the ones stored."""
         coco_gt = compat_coco(self.cocoGt)
         gt = coco_gt.engine_gt()
-        frames, ids = compat_coco(self.cocoDt).engine_results(coco_gt)
+        frames, ids = compat_coco(self.cocoDt).engine_results(coco_gt, masks=p.iouType == "segm")
         pooled = None if p.useCats else tuple(int(c) for c in p.catIds)
         key = (id(gt), id(frames), pooled)
         if key not in self._stores:

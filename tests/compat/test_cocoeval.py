@@ -158,3 +158,12 @@ def test_random_keypoint_datasets_equal_pycocotools(batch):
             _compare(gt, dt, kps_edits[seed % len(kps_edits)], iou_type="keypoints")
         except AssertionError as exc:
             raise AssertionError(f"seed {seed}: {exc}") from None
+
+
+def test_segm_of_box_results_uses_their_polygons():
+    """pycocotools evaluates box results under segm by the polygon ``loadRes`` gives each box."""
+    for seed in range(3):
+        gt, dt = random_masks(seed)
+        dt = [{"image_id": d["image_id"], "category_id": d["category_id"], "score": d["score"],
+               "bbox": d.get("bbox", [1.0, 2.0, 5.5, 4.0])} for d in dt]
+        _compare(gt, dt, iou_type="segm")
