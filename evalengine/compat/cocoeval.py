@@ -23,6 +23,7 @@ import polars as pl
 from evalengine.api import COCO_IOU_THRESHOLDS, Store, _TemporaryFolder
 from evalengine.compat.coco import compat_coco
 from evalengine.compat.eval_images import accumulate_eval_images, eval_images
+from evalengine.compat.ious import iou_matrices
 from evalengine.match.coco import (COCO_AREA_RANGES, COCO_MAX_DETS, COCO_RECALL_THRESHOLDS, KEYPOINT_AREA_RANGES,
                                    KEYPOINT_MAX_DETS, CocoProtocol)
 from evalengine.match.shapes import kpt_sigmas
@@ -68,7 +69,7 @@ class COCOeval:
             raise TypeError(f"COCOeval: unknown option(s) {sorted(unknown)} (corrections: {sorted(CORRECTIONS)})")
         self.cocoGt, self.cocoDt = cocoGt, cocoDt
         self.corrections = corrections
-        self.eval, self.stats, self.ious = {}, [], {}
+        self.eval, self.stats, self._ious = {}, [], {}
         self.params = Params(iouType=iouType)
         self._paramsEval = {}
         self._eval_imgs, self._engine_eval_imgs = [], None
@@ -103,7 +104,7 @@ class COCOeval:
         evaluation = store.evaluate(protocol).slice(
             image_ids=[int(i) for i in p.imgIds], category_ids=[int(c) for c in p.catIds] if p.useCats else None)
         self._built = (store, evaluation, protocol)
-        self._eval_imgs = None  # built when read
+        self._eval_imgs = self._ious = None  # built when read
         self._paramsEval = copy.deepcopy(self.params)
         print(f"DONE (t={time.time() - tic:0.2f}s).")
 
@@ -150,6 +151,20 @@ class COCOeval:
     @evalImgs.setter
     def evalImgs(self, value):  # noqa: N802
         self._eval_imgs = value
+
+    @property
+    def ious(self):
+        """pycocotools ``ious`` (:mod:`evalengine.compat.ious`; built when first read after ``evaluate``)."""
+        if self._ious is None:
+            store, _, protocol = self._built
+            p = self._paramsEval
+            self._ious = iou_matrices(store.layout, "default", protocol, p.imgIds,
+                                      p.catIds if p.useCats else [-1])
+        return self._ious
+
+    @ious.setter
+    def ious(self, value):
+        self._ious = value
 
     def _build_eval_images(self) -> list:
         store, evaluation, protocol = self._built

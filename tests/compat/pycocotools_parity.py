@@ -49,3 +49,13 @@ def assert_accumulated_equal(got, expected) -> None:
         assert np.array_equal(got.eval[key], expected.eval[key]), key
     assert got.eval["counts"] == expected.eval["counts"]
     assert np.array_equal(np.asarray(got.stats), np.asarray(expected.stats))
+
+
+def assert_ious_equal(got: dict, expected: dict) -> None:
+    """``ious``: the same keys in the same order, each matrix array-equal (``[]`` where pycocotools has ``[]``)."""
+    assert list(got) == list(expected)
+    for key, value in expected.items():
+        if isinstance(value, list):
+            assert isinstance(got[key], list) and got[key] == value, key
+        else:
+            assert got[key].shape == value.shape and np.array_equal(got[key], value), key

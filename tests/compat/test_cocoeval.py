@@ -13,7 +13,8 @@ from pycocotools.cocoeval import COCOeval as RefCOCOeval
 
 from evalengine.compat import COCO, COCOeval
 from evalengine.errors import InputError
-from tests.compat.pycocotools_parity import assert_accumulated_equal, assert_eval_images_equal, run_cocoeval
+from tests.compat.pycocotools_parity import (assert_accumulated_equal, assert_eval_images_equal, assert_ious_equal,
+                                            run_cocoeval)
 from tests.conftest import DATA, SAMPLE_DT, SAMPLE_GT
 from tests.generators import random_coco
 from tests.shape_generators import random_keypoints, random_masks
@@ -44,6 +45,7 @@ def _compare(gt, dt, edit=None, iou_type="bbox"):
     ours = run_cocoeval(COCO, COCOeval, gt, dt, edit, iou_type)
     assert_accumulated_equal(ours, ref)
     assert_eval_images_equal(ours.evalImgs, ref.evalImgs)
+    assert_ious_equal(ours.ious, ref.ious)
     assert ours.params.imgIds == ref.params.imgIds and ours.params.catIds == ref.params.catIds
     ours.evalImgs = list(ours.evalImgs)  # another list: accumulate reads it, as pycocotools does
     with contextlib.redirect_stdout(io.StringIO()):
@@ -167,3 +169,22 @@ def test_segm_of_box_results_uses_their_polygons():
         dt = [{"image_id": d["image_id"], "category_id": d["category_id"], "score": d["score"],
                "bbox": d.get("bbox", [1.0, 2.0, 5.5, 4.0])} for d in dt]
         _compare(gt, dt, iou_type="segm")
+
+
+def test_no_results_at_all():
+    """torchvision's evaluator gives COCOeval an empty ``COCO()`` for a batch without results."""
+    gt, _ = random_coco(2)
+    runs = []
+    for coco_class, eval_class in ((RefCOCO, RefCOCOeval), (COCO, COCOeval)):
+        with contextlib.redirect_stdout(io.StringIO()):
+            coco_gt = coco_class()
+            coco_gt.dataset = json.loads(json.dumps(gt))
+            coco_gt.createIndex()
+            ev = eval_class(coco_gt, coco_class(), "bbox")
+            ev.evaluate()
+            ev.accumulate()
+            ev.summarize()
+        runs.append(ev)
+    assert_accumulated_equal(runs[1], runs[0])
+    assert_eval_images_equal(runs[1].evalImgs, runs[0].evalImgs)
+    assert_ious_equal(runs[1].ious, runs[0].ious)
