@@ -123,6 +123,27 @@ def test_tensors_through_dlpack():
     _assert_same(evaluator.compute(), evaluate_coco(gt, results))
 
 
+class _DLPackOnly:
+    """An array seen only through the DLPack protocol (what a tensor of another library offers)."""
+
+    def __init__(self, values):
+        self._values = np.asarray(values)
+
+    def __dlpack__(self, **kwargs):
+        return self._values.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._values.__dlpack_device__()
+
+
+def test_arrays_through_dlpack_without_torch():
+    targets, predictions, (gt, results) = _per_image(6, "xyxy")
+    evaluator = StreamingEvaluator()
+    evaluator.update([{k: _DLPackOnly(v) for k, v in p.items()} for p in predictions],
+                     [{k: _DLPackOnly(v) if k != "image_id" else v for k, v in t.items()} for t in targets])
+    _assert_same(evaluator.compute(), evaluate_coco(gt, results))
+
+
 def test_bad_batches_are_located():
     evaluator = StreamingEvaluator()
     with pytest.raises(InputError, match=r"update 1, prediction 0 \(image_id 7\): 2 'scores' for 1 boxes"):
