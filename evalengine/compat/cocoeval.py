@@ -96,8 +96,8 @@ class COCOeval:
         p.maxDets = sorted(p.maxDets)
         self.params = p
         protocol = self._protocol(p)
-        if self.corrections:
-            changed = ", ".join(CORRECTIONS[name] for name, on in self.corrections.items() if not on)
+        changed = ", ".join(CORRECTIONS[name] for name, on in self.corrections.items() if not on)
+        if changed:
             warnings.warn(f"evalengine COCOeval in a corrected mode ({changed}): its numbers differ from "
                           "pycocotools' where that matters", stacklevel=2)
         store = self._store(p)

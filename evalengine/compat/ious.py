@@ -5,8 +5,6 @@ the ground truths as given (``computeIoU`` / ``computeOks``); ``[]`` where eithe
 The matrices are the engine's similarity step (:func:`evalengine.match.coco.similarity`) over the store's shards, the
 blocks it matches with."""
 
-import numpy as np
-
 from evalengine import schema
 from evalengine.match.coco import similarity
 from evalengine.match.groups import block_chunks
