@@ -1,7 +1,8 @@
 """End-to-end COCO bbox benchmark: each tool in its own process on the same files, 12 stats out.
 
 Tools: ``evalengine`` (COCO JSON in), ``evalengine-parquet`` (Parquet detections in),
-``evalengine-store`` (an already ingested store: matching and metrics only), ``pycocotools``,
+``evalengine-store`` (an already ingested store: matching and metrics only), ``evalengine-compat`` (the pycocotools
+drop-in, driven as pycocotools), ``pycocotools``,
 ``faster-coco-eval`` and ``hotcoco`` (COCO JSON in). Reports wall time (process start to exit, what a
 user waits for), in-process time, peak RSS, the ratio to evalengine and whether each tool printed the
 same 12 numbers (|diff| <= 1e-12). A tool whose RSS passes ``--max-rss-gib`` is stopped and reported so.
@@ -27,7 +28,7 @@ sys.path.insert(0, str(HERE))
 from generate import add_size_arguments, generate, write  # noqa: E402
 
 MODULES = {"evalengine": "evalengine", "evalengine-parquet": "evalengine", "evalengine-store": "evalengine",
-           "pycocotools": "pycocotools", "faster-coco-eval": "faster_coco_eval", "hotcoco": "hotcoco"}
+           "evalengine-compat": "evalengine", "pycocotools": "pycocotools", "faster-coco-eval": "faster_coco_eval", "hotcoco": "hotcoco"}
 
 
 def _rss_bytes(pid: int) -> int:

@@ -48,6 +48,13 @@ def hotcoco_stats(gt, dt):
     return _cocoeval_stats(COCO, COCOeval, gt, dt)
 
 
+def evalengine_compat_stats(gt, dt):
+    """The pycocotools drop-in (``evalengine.compat``) driven as pycocotools is."""
+    from evalengine.compat import COCO, COCOeval
+
+    return _cocoeval_stats(COCO, COCOeval, gt, dt)
+
+
 def _cocoeval_stats(coco_cls, eval_cls, gt, dt):
     with contextlib.redirect_stdout(io.StringIO()):
         coco_gt = coco_cls(gt)
@@ -63,6 +70,7 @@ TOOLS = {
     "evalengine": evalengine_stats,
     "evalengine-parquet": evalengine_stats,
     "evalengine-store": evalengine_store_stats,
+    "evalengine-compat": evalengine_compat_stats,
     "pycocotools": pycocotools_stats,
     "faster-coco-eval": faster_coco_eval_stats,
     "hotcoco": hotcoco_stats,

@@ -7,6 +7,7 @@ as Polars frames (``evaluation.summary()``, ``.per_class()``, ``.ap_table()``, `
 __version__ = "0.1.0"
 
 __all__ = ["CocoProtocol", "Evaluation", "ProposalEvaluation", "ProposalOrder", "ProposalProtocol", "Store",
+           "StreamingEvaluator",
            "VocEvaluation", "VocProtocol", "evaluate_coco", "evaluate_voc", "ingest_coco", "ingest_gt",
            "ingest_proposals", "ingest_voc", "open", "__version__"]
 

@@ -17,7 +17,7 @@ LAYERS = {
     "evaluation": 7,
     "sql": 8,
     "api": 9, "plots": 9,
-    "cli": 10,
+    "cli": 10, "compat": 10,
 }
 
 

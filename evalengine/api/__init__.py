@@ -22,6 +22,7 @@ from evalengine.evaluation.proposals import ProposalEvaluation
 from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
+from evalengine.io.memory import as_files, describe, is_path
 from evalengine.io.metadata import with_image_metadata
 from evalengine.geometry.homography import homography_table
 from evalengine.io.perturbations import read_homographies
@@ -54,7 +55,7 @@ __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_M
            "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
            "ingest_gt", "ingest_proposals", "location", "lrp_protocol", "evaluate_thresholds", "open", "replace_file", "report",
            "VOC_METRICS", "VocEvaluation", "VocProtocol", "evaluate_store_voc", "evaluate_voc", "ingest_voc",
-           "voc_output", "voc_sample"]
+           "voc_output", "voc_sample", "StreamingEvaluator"]
 
 DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
@@ -94,13 +95,15 @@ class Store:
 
     def add_run(self, dt_path, run: str, overwrite: bool = False, progress=None, tags: dict | None = None) -> "Store":
         """Add a detection run (a model, or a model under a perturbation) to this store, with its ``tags``
-        (``{"model": "frcnn", "perturbation": "blur"}``, see :mod:`evalengine.store.tags`); returns the store."""
+        (``{"model": "frcnn", "perturbation": "blur"}``, see :mod:`evalengine.store.tags`); returns the store.
+        ``dt_path``: a file, or results in memory (:mod:`evalengine.io.memory`)."""
         check_name("run", run)
         check_tags(tags or {})
         dataset = CocoDataset(images=self.images().collect(), categories=self.categories().collect(),
                               gt=pl.DataFrame(schema=schema.GT))
-        return Store(add_run(self.layout, run, iter_detections(dt_path, dataset), provenance={run: str(dt_path)},
-                             overwrite=overwrite, progress=progress, tags=tags))
+        with as_files(dt=dt_path) as (_, dt_file):
+            return Store(add_run(self.layout, run, iter_detections(dt_file, dataset),
+                                 provenance={run: describe(dt_path)}, overwrite=overwrite, progress=progress, tags=tags))
 
     def add_proposals(self, path, run: str = DEFAULT_PROPOSAL_RUN, order: ProposalOrder | None = None,
                       box_convention: str = "continuous", overwrite: bool = False, progress=None,
@@ -222,10 +225,17 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL),
     streaming the detections into shards. ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to
     the images table; ``tags`` label the run (as :meth:`Store.add_run`'s). ``overwrite`` replaces a store of ours only
-    (see :func:`evalengine.store.build.replaced_store`)."""
+    (see :func:`evalengine.store.build.replaced_store`). ``gt_json`` may be a COCO dict and ``dt_path`` results in
+    memory (a list of result dicts, a table, NumPy arrays: :mod:`evalengine.io.memory`)."""
     keep_freed_memory()
     check_name("run", run)
     check_tags(tags or {})
+    with as_files(gt_json, dt_path) as (gt_file, dt_file):
+        return _ingest_coco(gt_file, dt_file, store, n_shards, run, overwrite, progress, image_metadata, tags,
+                            {"gt": describe(gt_json), run: describe(dt_path)})
+
+
+def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, image_metadata, tags, provenance):
     replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before any parsing
     detections = prefetch(dt_path)  # parsed while the ground truth is read
     dataset = read_coco_gt(gt_json)
@@ -235,20 +245,22 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     layout = create_store(
         store, dataset.images, dataset.categories, dataset.gt,
         {run: iter_detections(dt_path, dataset, prefetched=detections)},
-        n_shards=shards, provenance={"gt": str(gt_json), run: str(dt_path)}, overwrite=overwrite, progress=progress,
+        n_shards=shards, provenance=provenance, overwrite=overwrite, progress=progress,
         tags={run: tags or {}},
     )
     return Store(layout)
 
 
 def ingest_gt(gt_json, store, n_shards: int | None = None, overwrite: bool = False) -> Store:
-    """A store with a COCO ground truth and no run yet (add detection, proposal or baseline runs to it)."""
+    """A store with a COCO ground truth (a file or a COCO dict) and no run yet (add detection, proposal or baseline
+    runs to it)."""
     keep_freed_memory()
-    replaced_store(location(store), overwrite, [gt_json])
-    dataset = read_coco_gt(gt_json)
+    with as_files(gt_json) as (gt_file, _):
+        replaced_store(location(store), overwrite, [gt_file])
+        dataset = read_coco_gt(gt_file)
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {},
                           n_shards=n_shards or default_shard_count(dataset.gt.height),
-                          provenance={"gt": str(gt_json)}, overwrite=overwrite)
+                          provenance={"gt": describe(gt_json)}, overwrite=overwrite)
     return Store(layout)
 
 
@@ -275,8 +287,8 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
 
 def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
                   phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
-    """Files in, a COCO evaluation out; the store is kept at ``store`` or made in a temporary folder that lives as
-    long as the evaluation. ``accumulate=False`` leaves AP to be accumulated when asked for (LRP, operating points
+    """Files (or objects in memory, as :func:`ingest_coco` takes them) in, a COCO evaluation out; the store is kept at
+    ``store`` or made in a temporary folder that lives as long as the evaluation. ``accumulate=False`` leaves AP to be accumulated when asked for (LRP, operating points
     do not need it).
 
     ``phases`` (a :class:`~evalengine.progress.Phases`) shows progress and times ingest, match and accumulate.
@@ -284,7 +296,8 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     phases = phases or Phases()
     threading.Thread(target=warm_up, daemon=True).start()
     folder = _TemporaryFolder() if store is None else None
-    with phases.phase("ingest", total=count_rows(dt_path), unit="detections") as advance:
+    total = count_rows(dt_path) if is_path(dt_path) else None
+    with phases.phase("ingest", total=total, unit="detections") as advance:
         opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store",
                              n_shards=n_shards, progress=advance)
     evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, **schedule)
@@ -363,3 +376,4 @@ from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzePr
 from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
                                   BorjiProtocol, borji, borji_summary)
 from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_density_output  # noqa: E402
+from evalengine.api.streaming import StreamingEvaluator  # noqa: E402

@@ -72,6 +72,21 @@ class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
             return table
         return table.join(self.layout.read("categories"), on="category_id", how="left", maintain_order="left")
 
+    def to_dict(self, prefix: str | None = None, per_class: bool = True) -> dict:
+        """Flat results for loggers: ``{"bbox/AP": …, "bbox/AP50": …, …, "bbox/AP/<class name>": …}`` (the summary's
+        names; per category its AP, AP50 and AR as :meth:`per_class`, −1 where it has no ground truth). ``prefix``:
+        the iou type unless given ("" for none)."""
+        prefix = self.protocol.iou_type if prefix is None else prefix
+        key = f"{prefix}/" if prefix else ""
+        out = {f"{key}{name}": float(value) for name, value in zip(summary_metrics.stat_names(self.protocol),
+                                                                    self.stats())}
+        if per_class and self.protocol.use_cats:
+            for row in self.per_class().iter_rows(named=True):
+                name = row["name"] if row["name"] is not None else str(row["category_id"])
+                out.update({f"{key}{metric}/{name}": float(row[column])
+                            for metric, column in (("AP", "ap"), ("AP50", "ap50"), ("AR", "ar"))})
+        return out
+
     def per_image_counts(self, iou_threshold: float = 0.5, area_range: str = "all", max_dets: int | None = None):
         """TP, FP and FN per image (see :func:`evalengine.metrics.counts.per_image_counts`)."""
         return per_image_counts(self.dt_matches(), self.gt_matches(), self.layout.scan("images"), self.protocol, iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets)

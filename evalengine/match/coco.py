@@ -274,23 +274,31 @@ def ignore_flags(gt: pl.DataFrame, honoured: bool) -> np.ndarray:
     return gt.get_column("ignore").fill_null(False).to_numpy().astype(np.bool_)
 
 
-def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict | None = None):
-    """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`). ``where``:
-    how errors name a row (:func:`evalengine.match.shapes.places`)."""
-    where = where or {"gt": ("annotation", "gt_id"), "dt": ("result", "det_id")}
+def similarity(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict) -> tuple:
+    """``(gt, dt, groups, blocks)``: one shard's objects in matching order (pycocotools ``computeIoU``'s: ground truths
+    as given, detections by score and cut), their groups (gt start, gt length, dt start, dt length) and the function
+    giving the similarity blocks of a group range (:data:`SIMILARITY`)."""
     gt = prepare_gt(gt, category_ids, protocol.use_cats)
     dt = prepare_dt(dt, category_ids, protocol)
     first, second = ("category_id", "image_id") if protocol.use_cats else ("image_id", "category_id")
     groups = merge_groups(column_array(gt, first), column_array(gt, second), column_array(dt, first), column_array(dt, second),
                           protocol.use_cats)
     groups = tuple(np.ascontiguousarray(groups[:, i]) for i in range(4))
+    crowd = column_array(gt, "iscrowd", np.bool_)
+    return gt, dt, groups, SIMILARITY[protocol.iou_type](gt, dt, crowd, groups, protocol, where)
+
+
+def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict | None = None):
+    """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`). ``where``:
+    how errors name a row (:func:`evalengine.match.shapes.places`)."""
+    where = where or {"gt": ("annotation", "gt_id"), "dt": ("result", "det_id")}
+    gt, dt, groups, blocks = similarity(gt, dt, category_ids, protocol, where)
     n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
     gt_ids = column_array(gt, "gt_id")
     gt_ignore = ignore_flags(gt, protocol.ignore_flag)
     if protocol.iou_type == "keypoints":
         gt_ignore |= keypoint_ignored(gt, where)
     matching = rules(gt, gt_ignore, column_array(dt, "area", np.float64), protocol.iou_thresholds, protocol)
-    blocks = SIMILARITY[protocol.iou_type](gt, dt, matching[1], groups, protocol, where)
     out = assign(blocks, groups, matching, dt.height, gt.height)
     dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
     has_partner = dt_partner >= 0

@@ -210,6 +210,21 @@ def category_batches(dt_matches: pl.LazyFrame, category_ids: np.ndarray, max_row
     return batches
 
 
+def accumulate_ranked(cat_index, n_cat: int, score, tie_key, rank, tp_bits, ignored_bits, n_regular_gt, max_dets,
+                      n_thr: int, recall_thresholds, want_curve: bool) -> tuple:
+    """``(ap, recall, precision, scores)`` of detections given as arrays: each one's category (``cat_index`` in
+    ``[0, n_cat)``), score, tie key (the image's place in pycocotools' concatenation) and rank in its image, and its
+    outcome bits per area range (``tp_bits`` / ``ignored_bits``, ``(n, n_area)``); ``n_regular_gt`` is ``(n_cat,
+    n_area)``. Shapes ``[n_cat, n_area, M, T(, R)]``."""
+    score = np.asarray(score).astype(np.float64)
+    rank = np.asarray(rank).astype(np.int64)
+    order, starts = order_by_category(np.asarray(cat_index).astype(np.int64), n_cat, score,
+                                      np.asarray(tie_key).astype(np.int64), rank)
+    ranked = _gather(order, rank, tp_bits, ignored_bits, score)
+    return _accumulate_kernel(starts, *ranked, n_regular_gt, np.array(max_dets, dtype=np.int64), n_thr,
+                              np.array(recall_thresholds, dtype=np.float64), want_curve)
+
+
 def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol: CocoProtocol,
                want_curve: bool = False, batch_rows: int = ACCUMULATE_BATCH_ROWS, on_batch_done=None,
                image_ids=None) -> Accumulation:
@@ -247,22 +262,17 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
         else:
             frame = dt_matches.select(columns).collect()
             cat_index = np.zeros(frame.height, np.int64)
-        score = frame.get_column("score").to_numpy().astype(np.float64)
-        rank = frame.get_column("dt_rank").to_numpy().astype(np.int64)
-        order, starts = order_by_category(cat_index, k_hi - k_lo, score,
-                                           frame.get_column("image_id").to_numpy().astype(np.int64), rank)
-        ranked = _gather(order, rank, array_values(frame.get_column("tp_bits"), n_area),
-                         array_values(frame.get_column("ignored_bits"), n_area), score)
-        result = _accumulate_kernel(
-            starts, *ranked, n_regular_gt[k_lo:k_hi], np.array(protocol.max_dets, dtype=np.int64), n_thr,
-            np.array(protocol.recall_thresholds), want_curve,
-        )
+        result = accumulate_ranked(
+            cat_index, k_hi - k_lo, frame.get_column("score").to_numpy(), frame.get_column("image_id").to_numpy(),
+            frame.get_column("dt_rank").to_numpy(), array_values(frame.get_column("tp_bits"), n_area),
+            array_values(frame.get_column("ignored_bits"), n_area), n_regular_gt[k_lo:k_hi], protocol.max_dets, n_thr,
+            protocol.recall_thresholds, want_curve)
         ap[k_lo:k_hi], recall[k_lo:k_hi] = result[0], result[1]
         if want_curve:
             precision[k_lo:k_hi], scores[k_lo:k_hi] = result[2], result[3]
         if on_batch_done:
             on_batch_done(k_hi - k_lo)
-        del frame, score, rank, order, ranked, result  # not held while the next batch is read
+        del frame, result  # not held while the next batch is read
     return Accumulation(protocol=protocol, category_ids=category_ids, ap=ap, recall=recall,
                         precision=precision, scores=scores)
 
