@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evalengine.api import LvisProtocol, evaluate_lvis
-from evalengine.errors import InputError, ProtocolError
+from evalengine.errors import InputError, InputWarning, ProtocolError
 from tests.helpers import write_inputs
 from tests.lvis_reference import lvis_api
 
@@ -76,9 +76,11 @@ def test_no_crowd_ignore_honoured_and_zero_area_ground_truth_dropped(tmp_path):
 
 def test_zero_id_quirk_and_its_correction(tmp_path):
     gt = lvis_gt([(0, 1, BOX, {})])
-    got, ref = both(tmp_path / "a", gt, [det(1, BOX, 0.9)])
+    with pytest.warns(InputWarning, match="annotation id 0 found"):
+        got, ref = both(tmp_path / "a", gt, [det(1, BOX, 0.9)])
     assert got["AP"] == ref["AP"] == 0.0  # lvis-api reads the partner id 0 as unmatched
-    got, _ = both(tmp_path / "b", gt, [det(1, BOX, 0.9)], LvisProtocol(zero_id_quirk=False))
+    with pytest.warns(InputWarning, match="annotation id 0 found"):
+        got, _ = both(tmp_path / "b", gt, [det(1, BOX, 0.9)], LvisProtocol(zero_id_quirk=False))
     assert got["AP"] == pytest.approx(1.0, abs=1e-12)
 
 
