@@ -167,3 +167,11 @@ def write_val100_expected(gt_path, out_path, seeds, iou_type: str = "bbox") -> N
         out[f"{iou_type}:{seed}"] = {"results": {k: float(v) for k, v in ev.results.items()},
                                      "per_class": {str(c): ap for c, ap in per_class(ev).items() if ap != -1}}
         Path(out_path).write_text(json.dumps(out, indent=0))
+
+
+def with_box_polygons(dt: list) -> list:
+    """Results given their box as a polygon mask, the one ``LVISResults`` makes for a result without a segmentation
+    (evalengine refuses box-only results under segm, as for COCO, instead of making it)."""
+    return [{**d, "segmentation": [[d["bbox"][0], d["bbox"][1], d["bbox"][0], d["bbox"][1] + d["bbox"][3],
+                                    d["bbox"][0] + d["bbox"][2], d["bbox"][1] + d["bbox"][3],
+                                    d["bbox"][0] + d["bbox"][2], d["bbox"][1]]]} for d in dt]

@@ -66,6 +66,8 @@ class LvisProtocol(coco.CocoProtocol):
             raise ProtocolError(f"'{run}' is a proposal run: the lvis protocol evaluates detection runs")
         inputs, context = super().shard_inputs(layout, run)
         images = str(layout.paths.table("images"))
+        # an array, which the task graph passes as it is (Dask walks a list of LVIS's 1,203 ids in every task)
+        context["category_ids"] = np.asarray(context["category_ids"], dtype=np.int64)
         return [{**files, "images": images} for files in inputs], context
 
     def input_columns(self) -> dict:
@@ -122,22 +124,31 @@ def federated(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame, category
     evaluated = pl.Series(category_ids, dtype=pl.Int64).implode()
     kept = pl.col("category_id").is_in(evaluated) & (pl.col("area") > 0) & (pl.col("area") < np.inf)
     gt = gt.filter(kept).with_columns(pl.lit(False).alias("iscrowd"))
-    score = pl.col("score") + 0.0  # -0.0 ties with 0.0, as in Python's sort
-    dt = dt.sort([pl.col("image_id"), score, pl.col("det_id")], descending=[False, True, False])
-    image = column_array(dt, "image_id")
-    dt = dt.filter(rank_in_group(image, np.zeros_like(image)) < max_dets).filter(kept)
+    dt = _cap_per_image(dt, max_dets).filter(kept)
     known = pl.concat([_pairs(labels, "neg_category_ids"), gt.select("image_id", "category_id")])
-    return gt, dt.join(known.unique(), on=["image_id", "category_id"], how="semi")
+    return gt, dt.join(known, on=["image_id", "category_id"], how="semi")
+
+
+def _cap_per_image(dt: pl.DataFrame, max_dets: int) -> pl.DataFrame:
+    """``LVISResults.limit_dets_per_image``: the ``max_dets`` best of each image, ``sorted(key=score, reverse=True)``
+    (stable: file order breaks ties); only the images above the cap are sorted."""
+    crowded = dt.group_by("image_id").len().filter(pl.col("len") > max_dets).get_column("image_id")
+    if not crowded.len():
+        return dt
+    over = pl.col("image_id").is_in(crowded.implode())
+    score = pl.col("score") + 0.0  # -0.0 ties with 0.0, as in Python's sort
+    ranked = dt.filter(over).sort([pl.col("image_id"), score, pl.col("det_id")], descending=[False, True, False])
+    image = column_array(ranked, "image_id")
+    return pl.concat([dt.filter(~over), ranked.filter(rank_in_group(image, np.zeros_like(image)) < max_dets)])
 
 
 def not_exhaustive(dt_matches: pl.DataFrame, labels: pl.DataFrame, n_thr: int) -> pl.DataFrame:
     """lvis-api ``evaluate_img``: where the image's ``not_exhaustive_category_ids`` list the category, a detection
     without a true match (unmatched, or matched to ground-truth id 0) is ignored at every threshold and area range."""
-    flagged = (dt_matches.select("image_id", "category_id")
-               .join(_pairs(labels, "not_exhaustive_category_ids").unique().with_columns(pl.lit(True).alias("nel")),
-                     on=["image_id", "category_id"], how="left", maintain_order="left")
-               .get_column("nel").fill_null(False).to_numpy())
-    if not flagged.any():
+    flagged = (dt_matches.select("image_id", "category_id").with_row_index()
+               .join(_pairs(labels, "not_exhaustive_category_ids"), on=["image_id", "category_id"], how="semi")
+               .get_column("index").to_numpy())
+    if not flagged.size:
         return dt_matches
     tp = dt_matches.get_column("tp_bits").to_numpy()
     ignored = dt_matches.get_column("ignored_bits").to_numpy().copy()
