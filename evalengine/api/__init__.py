@@ -377,3 +377,5 @@ from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS
                                   BorjiProtocol, borji, borji_summary)
 from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_density_output  # noqa: E402
 from evalengine.api.streaming import StreamingEvaluator  # noqa: E402
+from evalengine.api.lvis import (LvisEvaluation, LvisProtocol, evaluate_lvis, evaluate_store_lvis,  # noqa: E402
+                                 lvis_output, lvis_payload)

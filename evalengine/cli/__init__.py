@@ -49,12 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     while they load is an interruption too)."""
     from evalengine.cli import analyze, borji, coco, confusion, demo, diagnosis, fsck, invariance, lrp, proposals
     from evalengine.cli import density, query, upper_bound, voc
+    from evalengine.cli import lvis
 
     # the subcommands, in the order the help lists them
     subcommands = (coco.add_coco, voc.add_voc, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare,
                    query.add_plot, coco.add_report, lrp.add_lrp, lrp.add_thresholds, diagnosis.add_tide, confusion.add_confusion,
                    analyze.add_analyze, borji.add_diagnose, upper_bound.add_upper_bound, invariance.add_invariance,
                    density.add_density,
+                   lvis.add_lvis,
                    query.add_sql,
                    proposals.add_proposals,
                    proposals.add_add_proposals, proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck,

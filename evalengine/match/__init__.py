@@ -7,6 +7,7 @@ detection score; ``greedy_iou``: Hosang's greedy by largest IoU) are shared by t
 from evalengine.match.analyze import AnalyzeProtocol
 from evalengine.match.borji import BorjiProtocol
 from evalengine.match.coco import CocoProtocol
+from evalengine.match.lvis import LvisProtocol
 from evalengine.match.confusion import ConfusionProtocol
 from evalengine.match.pairs import PairsProtocol
 from evalengine.match.proposals import ProposalProtocol
@@ -16,4 +17,4 @@ from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
 PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
-             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol)
+             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, LvisProtocol)

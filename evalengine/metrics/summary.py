@@ -53,7 +53,7 @@ def summary_cap(cap, max_dets) -> int:
     return 100 if cap == "ap100" else max_dets[int(cap[2:]) - 1]
 
 
-def _mean_defined(values: np.ndarray) -> float:
+def mean_defined(values: np.ndarray) -> float:
     defined = values[values > -1]
     return float(np.mean(defined)) if defined.size else -1.0
 
@@ -74,7 +74,7 @@ def summary_stats(acc: Accumulation) -> list:
     layout = summary_layout(acc.protocol)
     if layout is SUMMARY_LAYOUT and len(md) < 3:
         raise ProtocolError(f"the COCO summary needs 3 max_dets values, got {list(md)}")
-    return [_mean_defined(_slice(acc, acc.ap if is_ap else acc.recall, t, area, summary_cap(cap, md)))
+    return [mean_defined(_slice(acc, acc.ap if is_ap else acc.recall, t, area, summary_cap(cap, md)))
             for _, is_ap, t, area, cap in layout]
 
 
@@ -92,8 +92,8 @@ def per_class_frame(acc: Accumulation) -> pl.DataFrame:
     return pl.DataFrame(
         {
             "category_id": acc.category_ids,
-            "ap": [_mean_defined(row) for row in ap],
-            "ap50": [_mean_defined(row[at50]) for row in ap],
-            "ar": [_mean_defined(row) for row in recall],
+            "ap": [mean_defined(row) for row in ap],
+            "ap50": [mean_defined(row[at50]) for row in ap],
+            "ar": [mean_defined(row) for row in recall],
         }
     )

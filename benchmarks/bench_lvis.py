@@ -1,0 +1,177 @@
+"""LVIS federated benchmark: each tool in its own process on the same files, lvis-api's 13 results out.
+
+An LVIS-shaped dataset (``lvis_generate``): 1,203 classes with LVIS v1's frequency mix (337 rare, 461 common, 405
+frequent; a frequent class is far more often on an image, some rare classes on one image only), ~12 objects per image,
+every image with ``neg_category_ids`` (Poisson 8, categories it lacks) and ``not_exhaustive_category_ids`` (about one
+in ten of its categories), no crowd, and ``--dets-per-image`` results per image (300: LVIS's cap) over its categories
+and any others. Tools: ``evalengine`` (``evalengine lvis --gt --dt``, JSON in), ``evalengine-store`` (an ingested
+store: matching and metrics only), ``lvis-api`` (0.5.3, ``np.float`` lent as ``float``) and ``hotcoco``
+(``COCOeval(..., lvis_style=True)``). Wall time, in-process time, peak RSS, the ratio to the first evalengine, and
+CPU time (every thread's, imports included: on a shared, loaded machine the wall time is mostly waiting), and
+whether the 13 results equal the first evalengine's (|diff| <= 1e-12, by ``get_results`` key).
+
+    python benchmarks/bench_lvis.py --images 20000 --tools evalengine evalengine-store hotcoco
+    python benchmarks/bench_lvis.py --images 1000            # every tool, lvis-api included
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from bench_coco import run_child  # noqa: E402
+from generate import generate, write  # noqa: E402
+
+TOOLS = ("evalengine", "evalengine-store", "lvis-api", "hotcoco")
+FREQUENCY_MIX = (("r", 337, 1.0), ("c", 461, 12.0), ("f", 405, 150.0))  # LVIS v1: count and a relative weight
+
+
+def lvis_generate(n_images: int, dets_per_image: int, seed: int = 0):
+    """COCO-shaped tables from :func:`generate.generate`, made LVIS-shaped (the module's description)."""
+    rng = np.random.default_rng(seed + 1)
+    images, annotations, categories, detections = generate(n_images, 1203, 12.3, dets_per_image, seed)
+    frequency = np.concatenate([[f] * n for f, n, _ in FREQUENCY_MIX])
+    weight = np.concatenate([[w] * n for _, n, w in FREQUENCY_MIX])
+    # ground-truth classes by frequency (the detections' classes follow theirs: generate copies them)
+    remap = rng.choice(1203, size=1203 + 1, p=weight / weight.sum()) + 1
+    annotations = annotations.with_columns(pl.Series("category_id", remap[annotations["category_id"].to_numpy()]),
+                                           pl.lit(0).alias("iscrowd"))
+    detections = detections.with_columns(pl.Series("category_id", remap[detections["category_id"].to_numpy()]))
+    present = annotations.group_by("image_id").agg(pl.col("category_id").unique().alias("present"))
+    images = images.join(present, left_on="id", right_on="image_id", how="left", maintain_order="left")
+    negatives, not_exhaustive = [], []
+    for has in images["present"].to_list():
+        has = set(has or [])
+        negatives.append([int(c) for c in rng.choice(1203, rng.poisson(8)) + 1 if c not in has])
+        not_exhaustive.append([int(c) for c in sorted(has) if rng.random() < 0.1])
+    images = images.drop("present").with_columns(pl.Series("neg_category_ids", negatives),
+                                                 pl.Series("not_exhaustive_category_ids", not_exhaustive))
+    categories = categories.with_columns(pl.Series("frequency", frequency))
+    return images, annotations, categories, detections
+
+
+def _evalengine(argv: list) -> dict:
+    from evalengine.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        if main(["lvis", *argv, "--json", "--quiet"]) != 0:
+            raise SystemExit(f"evalengine lvis {' '.join(argv)} failed")
+    return json.loads(out.getvalue())["stats"]
+
+
+def _lvis_api(gt: str, dt: str) -> dict:
+    import lvis
+
+    np.float = float  # lvis-api's accumulate calls np.float (NumPy < 1.24), this process only
+    with contextlib.redirect_stdout(io.StringIO()):
+        ev = lvis.LVISEval(gt, dt, "bbox")
+        ev.run()
+    return {k: float(v) for k, v in ev.get_results().items()}
+
+
+def _hotcoco(gt: str, dt: str) -> dict:
+    from hotcoco import COCO, COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco_gt = COCO(gt)
+        ev = COCOeval(coco_gt, coco_gt.load_res(dt), "bbox", lvis_style=True)
+        ev.run()
+    return {k: float(v) for k, v in ev.get_results().items()}
+
+
+def child(tool: str, gt: str, dt: str) -> None:
+    """One tool's run in this process: its results and in-process time as a JSON line."""
+    started = time.perf_counter()
+    if tool == "evalengine":
+        stats = _evalengine(["--gt", gt, "--dt", dt])
+    elif tool == "evalengine-store":
+        stats = _evalengine([dt])
+    else:
+        stats = (_lvis_api if tool == "lvis-api" else _hotcoco)(gt, dt)
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread's CPU time, imports included
+    print(json.dumps({"tool": tool, "stats": stats, "in_process_seconds": time.perf_counter() - started,
+                      "cpu_seconds": usage.ru_utime + usage.ru_stime}), flush=True)
+    if tool.startswith("evalengine"):
+        from evalengine.cli import end_process
+
+        end_process(0)
+
+
+def _prepare(data: Path, images: int, dets_per_image: int, store: bool) -> None:
+    if not (data / "dt.json").is_file():
+        write(data, *lvis_generate(images, dets_per_image))
+    if store and not (data / "store" / "manifest.json").is_file():
+        import evalengine
+
+        evalengine.ingest_coco(data / "gt.json", data / "dt.json", data / "store")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=1000)
+    parser.add_argument("--dets-per-image", type=int, default=300)
+    parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=TOOLS)
+    parser.add_argument("--max-rss-gib", type=float, default=12.0)
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="numba's kernels are already compiled and cached (a run of this script did it)")
+    parser.add_argument("--out", type=Path, default=HERE / "out")
+    parser.add_argument("--child", nargs=3, metavar=("TOOL", "GT", "DT"), help=argparse.SUPPRESS)
+    parser.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(*args.child)
+    name = f"lvis_{args.images}img_{args.dets_per_image}det"
+    data = args.out / name
+    if args.prepare_only:
+        return _prepare(data, args.images, args.dets_per_image, "evalengine-store" in args.tools)
+    # prepared in a child, so that this process stays small (a forked child's peak RSS counts its pages)
+    subprocess.run([sys.executable, __file__, "--prepare-only", *(argv if argv is not None else sys.argv[1:])],
+                   check=True)
+    inputs = {tool: str(data / ("store" if tool == "evalengine-store" else "dt.json")) for tool in args.tools}
+    first = next((t for t in args.tools if t.startswith("evalengine")), None)
+    rows = []
+    for tool in args.tools:
+        if tool == "evalengine-store":
+            shutil.rmtree(data / "store" / "matches", ignore_errors=True)
+        if tool == first and not args.no_warm_up:  # numba's kernels compiled and cached, untimed
+            run_child([sys.executable, __file__, "--child", tool, str(data / "gt.json"), inputs[tool]], 1e12)
+            shutil.rmtree(data / "store" / "matches", ignore_errors=True)
+        result = run_child([sys.executable, __file__, "--child", tool, str(data / "gt.json"), inputs[tool]],
+                           args.max_rss_gib * 2**30)
+        rows.append({"tool": tool, **result})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    ours = next((r for r in rows if r["tool"] == first and "stats" in r), None)
+    lines = [f"### LVIS-shaped: {args.images} images, 1203 classes, {args.dets_per_image} results per image", "",
+             "| tool | wall s | in-process s | CPU s | peak RSS MiB | wall ÷ first evalengine | CPU ÷ first evalengine "
+             "| same 13 results (≤1e-12) |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['tool']} | – | – | – | – | – | – | {r['error']} |")
+            continue
+        same = "–" if not ours else str(r["stats"].keys() == ours["stats"].keys() and max(
+            abs(r["stats"][k] - v) for k, v in ours["stats"].items()) <= 1e-12)
+        ratio = r["wall_seconds"] / ours["wall_seconds"] if ours else float("nan")
+        cpu_ratio = r["cpu_seconds"] / ours["cpu_seconds"] if ours else float("nan")
+        lines.append(f"| {r['tool']} | {r['wall_seconds']:.2f} | {r['in_process_seconds']:.2f} | "
+                     f"{r['cpu_seconds']:.2f} | {r['peak_rss_mib']:.0f} | {ratio:.2f} | {cpu_ratio:.2f} | {same} |")
+    table = "\n".join(lines)
+    print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{name}.md").write_text(table + "\n")
+    (args.out / f"{name}.json").write_text(json.dumps({"dataset": name, "results": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

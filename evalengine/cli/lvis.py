@@ -1,0 +1,41 @@
+"""The ``lvis`` command: an LVIS ground truth and results (or a stored run) in, lvis-api's printed results or JSON
+out."""
+
+from evalengine import api
+from evalengine.cli import options
+from evalengine.cli.options import STORE_HELP
+
+
+def _cmd_lvis(args) -> str:
+    options.check_store_or_files(args)
+    timed = options.phases(args)
+    protocol = api.LvisProtocol(iou_type=args.iou_type, max_dets=(args.max_dets,),
+                                zero_id_quirk=bool(args.keep_zero_id_quirk))
+    if args.store is not None:
+        evaluation = api.evaluate_store_lvis(api.open(args.store), protocol, run=args.run, phases=timed,
+                                             **options.schedule(args))
+        return options.profiled(args, timed, api.lvis_output(evaluation, args.json))
+    evaluation = api.evaluate_lvis(args.gt, args.dt, protocol, store=args.keep_store, n_shards=args.shards,
+                                   phases=timed, **options.schedule(args))
+    return options.profiled(args, timed, api.lvis_output(evaluation, args.json, args.keep_store))
+
+
+def add_lvis(sub) -> None:
+    lvis = sub.add_parser("lvis", help="evaluate LVIS files (federated: negative and not-exhaustive categories, 300 "
+                                       "detections per image) as lvis-api would")
+    options.store_or_files_args(lvis, gt_help="LVIS ground-truth JSON (COCO-shaped, with the images' "
+                                              "neg_category_ids and not_exhaustive_category_ids and the categories' "
+                                              "frequency)")
+    lvis.add_argument("--iou-type", choices=["bbox", "segm"], default="bbox", help="boxes (default) or masks")
+    lvis.add_argument("--max-dets", type=options.positive_int, default=300, metavar="N",
+                      help="detections kept per image over all categories (lvis-api's 300)")
+    lvis.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
+                      help="1 (default) reproduces lvis-api never matching ground-truth id 0; 0 corrects it")
+    lvis.add_argument("--keep-store", default=None, metavar="STORE",
+                      help=f"with --gt/--dt, keep the store: {STORE_HELP} (default: a temporary folder)")
+    lvis.add_argument("--shards", type=options.positive_int, default=None, help="image shards")
+    options.schedule_args(lvis)
+    lvis.add_argument("--json", action="store_true",
+                      help='print {"stats": {"AP": …, "AR@300": …}, "per_class": {"<category_id>": ap}}')
+    options.run_args(lvis)
+    lvis.set_defaults(func=_cmd_lvis)

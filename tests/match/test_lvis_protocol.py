@@ -1,0 +1,111 @@
+"""The LVIS rules one at a time, each value asserted and equal to lvis-api's: the 300-per-image cap (counted before
+the zero-area and category filters, file order winning ties at the cut), the federated filter, not-exhaustive
+categories, no crowd, the zero-id quirk and its correction; the protocol's parameters; bad LVIS input."""
+
+import numpy as np
+import pytest
+
+from evalengine.api import LvisProtocol, evaluate_lvis
+from evalengine.errors import InputError, InputWarning, ProtocolError
+from tests.helpers import write_inputs
+from tests.lvis_reference import lvis_api
+
+
+def lvis_gt(anns, neg=(), not_exhaustive=(), frequencies=("f", "c", "r")) -> dict:
+    """One 500×500 image; ``anns``: (id, category, box, extra fields); categories 1..len(frequencies)."""
+    return {"images": [{"id": 7, "width": 500, "height": 500, "neg_category_ids": list(neg),
+                        "not_exhaustive_category_ids": list(not_exhaustive)}],
+            "annotations": [{"id": i, "image_id": 7, "category_id": c, "bbox": list(box), "area": box[2] * box[3],
+                             **extra} for i, c, box, extra in anns],
+            "categories": [{"id": k + 1, "name": f"c{k + 1}", "frequency": f} for k, f in enumerate(frequencies)]}
+
+
+def det(category, box, score) -> dict:
+    return {"image_id": 7, "category_id": category, "bbox": list(box), "score": score}
+
+
+BOX = (10.0, 10.0, 50.0, 50.0)
+FAR = (300.0, 300.0, 40.0, 40.0)
+
+
+def both(tmp_path, gt, dt, protocol=None):
+    tmp_path.mkdir(exist_ok=True)
+    evaluation = evaluate_lvis(*write_inputs(tmp_path, gt, dt), protocol)
+    return evaluation.results(), lvis_api(gt, dt).results
+
+
+def test_cap_counts_what_is_dropped_later_and_file_order_wins_ties(tmp_path):
+    """300 zero-area results and results of unknown categories above the one good result push it out of the cap;
+    at a tie the first 300 in file order are kept."""
+    gt = lvis_gt([(1, 1, BOX, {})])
+    crowd = [det(1, (5, 5, 0, 9), 0.9)] * 150 + [det(3, BOX, 0.9)] * 150
+    got, ref = both(tmp_path / "a", gt, crowd + [det(1, BOX, 0.5)])
+    assert got["AP"] == ref["AP"] == 0.0
+    got, ref = both(tmp_path / "b", gt, crowd[:-1] + [det(1, BOX, 0.5)])
+    assert got["AP"] == pytest.approx(ref["AP"], abs=1e-12) and got["AP"] > 0.99
+    tied = [det(1, FAR, 0.5)] * 299 + [det(1, BOX, 0.5), det(1, BOX, 0.5)]
+    got, ref = both(tmp_path / "c", gt, tied)
+    assert got["AR@300"] == ref["AR@300"] == 1.0  # the 300th (in file order) is kept, the 301st dropped
+    got, ref = both(tmp_path / "d", gt, [det(1, FAR, 0.5)] * 300 + [det(1, BOX, 0.5)])
+    assert got["AR@300"] == ref["AR@300"] == 0.0
+
+
+def test_federated_filter_and_not_exhaustive(tmp_path):
+    """A false positive of a category the image neither has nor lists as negative is not evaluated; one of a negative
+    category counts; on a not-exhaustive category an unmatched result is ignored."""
+    gt = lvis_gt([(1, 1, BOX, {}), (2, 2, BOX, {})], neg=[3])
+    dt = [det(1, FAR, 0.9), det(1, BOX, 0.8), det(2, BOX, 0.5), det(3, FAR, 0.4)]
+    got, ref = both(tmp_path / "a", gt, dt)
+    np.testing.assert_allclose(list(got.values()), list(ref.values()), rtol=0, atol=1e-12)
+    assert got["APf"] == pytest.approx(0.5, abs=1e-12) and got["APc"] == pytest.approx(1.0, abs=1e-12)
+    got, ref = both(tmp_path / "b", lvis_gt([(1, 1, BOX, {})], not_exhaustive=[1]), dt[:2])
+    assert got["AP"] == pytest.approx(ref["AP"], abs=1e-12) and got["AP"] == pytest.approx(1.0, abs=1e-12)
+    got, ref = both(tmp_path / "c", lvis_gt([(1, 1, BOX, {})], frequencies=("f", "c", "r")), [det(2, FAR, 0.9)])
+    assert got["APc"] == ref["APc"] == -1  # category 2 is unknown on the image: nothing evaluated
+
+
+def test_no_crowd_ignore_honoured_and_zero_area_ground_truth_dropped(tmp_path):
+    """``iscrowd`` is not read (a crowd ground truth is matched once, a second result is a false positive), the
+    ``ignore`` field is, and a ground truth of area 0 is not evaluated (nor makes its category known)."""
+    gt = lvis_gt([(1, 1, BOX, {"iscrowd": 1}), (2, 2, BOX, {"ignore": 1}), (3, 3, (1, 1, 0, 5), {})])
+    dt = [det(1, BOX, 0.9), det(1, BOX, 0.8), det(2, BOX, 0.7), det(3, (1, 1, 3, 5), 0.6)]
+    got, ref = both(tmp_path, gt, dt)
+    np.testing.assert_allclose(list(got.values()), list(ref.values()), rtol=0, atol=1e-12)
+    assert got["APf"] == pytest.approx(1.0, abs=1e-12) and got["APc"] == got["APr"] == -1
+
+
+def test_zero_id_quirk_and_its_correction(tmp_path):
+    gt = lvis_gt([(0, 1, BOX, {})])
+    with pytest.warns(InputWarning, match="annotation id 0 found"):
+        got, ref = both(tmp_path / "a", gt, [det(1, BOX, 0.9)])
+    assert got["AP"] == ref["AP"] == 0.0  # lvis-api reads the partner id 0 as unmatched
+    with pytest.warns(InputWarning, match="annotation id 0 found"):
+        got, _ = both(tmp_path / "b", gt, [det(1, BOX, 0.9)], LvisProtocol(zero_id_quirk=False))
+    assert got["AP"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_protocol_parameters():
+    assert LvisProtocol().match_key() == "lvis" and LvisProtocol().max_dets == (300,)
+    assert LvisProtocol(iou_type="segm").match_key().startswith("lvis-")
+    with pytest.raises(ProtocolError, match="iou_type must be one of"):
+        LvisProtocol(iou_type="keypoints")
+    with pytest.raises(ProtocolError, match="use_cats"):
+        LvisProtocol(use_cats=False)
+    with pytest.raises(ProtocolError, match="one cap"):
+        LvisProtocol(max_dets=(100, 300))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda gt: gt["images"][0].pop("neg_category_ids"), "the images have no 'neg_category_ids'"),
+    (lambda gt: gt["images"][0].update(not_exhaustive_category_ids=None),
+     "image 7: 'not_exhaustive_category_ids' is missing or not a list of category ids"),
+    (lambda gt: gt["images"][0].update(neg_category_ids=["a"]), "images' 'neg_category_ids' must be lists of category"),
+    (lambda gt: gt["categories"][1].update(frequency="x"), "category 2: 'frequency' must be 'r', 'c' or 'f', got 'x'"),
+    (lambda gt: [c.pop("frequency") for c in gt["categories"]], "the categories have no 'frequency'"),
+])
+def test_bad_lvis_input_is_located(tmp_path, change, message):
+    gt = lvis_gt([(1, 1, BOX, {})])
+    change(gt)
+    with pytest.raises(InputError, match=message) as error:
+        evaluate_lvis(*write_inputs(tmp_path, gt, [det(1, BOX, 0.9)]))
+    assert str(error.value).startswith(str(tmp_path / "gt.json"))
