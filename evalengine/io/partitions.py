@@ -150,21 +150,20 @@ def void_mask(where: str, annotators: np.ndarray, void_label) -> np.ndarray | No
 def encode_partition(label_map: np.ndarray, void: np.ndarray | None = None) -> tuple:
     """``(start, length, label, n_regions)`` of a label map: regions numbered by first appearance in a row-major scan
     (SEISM ``relabel``), runs in column-major order, void pixels (``void``, a mask) labelled :data:`VOID`."""
-    label_map = np.ascontiguousarray(label_map)
     low, high = int(label_map.min()), int(label_map.max())
-    if high - low < _DENSE_RANGE:
-        codes, n_codes = (label_map.astype(np.int64) - low), high - low + 1
-    else:
+    if high - low >= _DENSE_RANGE:
         values, inverse = np.unique(label_map, return_inverse=True)
-        codes, n_codes = inverse.reshape(label_map.shape).astype(np.int64), values.size
+        label_map, low, high = inverse.reshape(label_map.shape), 0, values.size - 1
+    if label_map.dtype == np.bool_:
+        label_map = label_map.view(np.uint8)
     if void is None:
         void = np.zeros((1, 1), np.bool_)
-    return _encode(codes, n_codes, np.ascontiguousarray(void), void.shape == label_map.shape)
+    return _encode(label_map, low, high - low + 1, void, void.shape == label_map.shape)
 
 
 @numba.njit(cache=True, nogil=True)
-def _encode(codes, n_codes, void, has_void):
-    h, w = codes.shape
+def _encode(label_map, low, n_codes, void, has_void):
+    h, w = label_map.shape
     region_of = np.full(n_codes, -1, np.int32)
     ids = np.empty((h, w), np.int32)
     n_regions = 0
@@ -173,7 +172,7 @@ def _encode(codes, n_codes, void, has_void):
             if has_void and void[y, x]:
                 ids[y, x] = -1
                 continue
-            code = codes[y, x]
+            code = np.int64(label_map[y, x]) - low
             if region_of[code] < 0:
                 region_of[code] = n_regions
                 n_regions += 1
@@ -202,18 +201,19 @@ def image_frames(image_id: int, stem: str, annotators: np.ndarray, predictions: 
     """One image as the store holds it: ``(image row, ground-truth runs, {run: partition runs})``, where
     ``predictions`` maps a run to ``{parameter: label map}`` (each of the ground truth's size, already checked)."""
     void = void_mask(gt_where or stem, annotators, void_label)
-    gt = [_runs_frame(encode_partition(label_map, void), {"image_id": image_id, "annotator": k})
-          for k, label_map in enumerate(annotators, 1)]
-    runs = {run: pl.concat([_runs_frame(encode_partition(label_map), {"image_id": image_id, "parameter": parameter})
-                            for parameter, label_map in sorted(by_parameter.items())])
+    gt = _runs_frame(image_id, "annotator", {k: encode_partition(m, void) for k, m in enumerate(annotators, 1)},
+                     schema.GT_PARTITIONS)
+    runs = {run: _runs_frame(image_id, "parameter", {p: encode_partition(m) for p, m in sorted(by_parameter.items())},
+                             schema.SEG_PARTITIONS)
             for run, by_parameter in predictions.items()}
     height, width = annotators.shape[1:]
-    row = (image_id, width, height, stem, len(annotators))
-    return row, pl.concat(gt).cast(schema.GT_PARTITIONS), {run: frame.cast(schema.SEG_PARTITIONS)
-                                                           for run, frame in runs.items()}
+    return (image_id, width, height, stem, len(annotators)), gt, runs
 
 
-def _runs_frame(encoded: tuple, keys: dict) -> pl.DataFrame:
-    start, length, label, _ = encoded
-    return pl.DataFrame({**{key: np.full(start.size, value) for key, value in keys.items()},
-                         "start": start, "length": length, "label": label})
+def _runs_frame(image_id: int, key: str, encoded: dict, table_schema: dict) -> pl.DataFrame:
+    """The runs of several partitions of one image (``{key value: encoded}``) as one frame of ``table_schema``."""
+    sizes = [runs[0].size for runs in encoded.values()]
+    columns = [np.concatenate([runs[c] for runs in encoded.values()]) for c in range(3)]
+    return pl.DataFrame({"image_id": np.full(sum(sizes), image_id, np.int64),
+                         key: np.repeat(list(encoded), sizes),
+                         "start": columns[0], "length": columns[1], "label": columns[2]}).cast(table_schema)
