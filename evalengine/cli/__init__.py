@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command's parser; it imports the commands, hence the libraries (inside :func:`main`'s boundary: a Ctrl-C
     while they load is an interruption too)."""
     from evalengine.cli import analyze, borji, coco, confusion, demo, diagnosis, fsck, invariance, lrp, proposals
-    from evalengine.cli import density, query, upper_bound, voc
+    from evalengine.cli import density, query, segmentation, upper_bound, voc
 
     # the subcommands, in the order the help lists them
     subcommands = (coco.add_coco, voc.add_voc, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare,
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                    analyze.add_analyze, borji.add_diagnose, upper_bound.add_upper_bound, invariance.add_invariance,
                    density.add_density,
                    query.add_sql,
-                   proposals.add_proposals,
+                   proposals.add_proposals, segmentation.add_segmentation,
                    proposals.add_add_proposals, proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck,
                    demo.add_demo)
     parser = Parser(prog="evalengine", description="The ``evalengine`` command.")

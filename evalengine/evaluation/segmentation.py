@@ -52,18 +52,19 @@ class SegmentationEvaluation:
         return dataset_measures(self.per_image, self.measures)
 
     def summary(self) -> pl.DataFrame:
-        """Per measure: ODS parameter and value, OIS value, and for the PR measures their P/R at ODS and AP."""
+        """Per measure: ODS parameter and value, OIS value, and for the PR measures their P/R at ODS and OIS, and AP."""
         rows = []
         for measure in self.measures:
             best, per_image_best = ods(self.dataset, measure), ois(self.per_image, measure)
-            pr = measure in PR_MEASURES
             rows.append({"measure": measure, "ods_parameter": best["parameter"], "ods": best["value"],
                          "ods_precision": best.get("precision"), "ods_recall": best.get("recall"),
-                         "ois": per_image_best["value"],
-                         "ap": average_precision(self.dataset, measure) if pr else None})
+                         "ois": per_image_best["value"], "ois_precision": per_image_best.get("precision"),
+                         "ois_recall": per_image_best.get("recall"),
+                         "ap": average_precision(self.dataset, measure) if measure in PR_MEASURES else None})
         return pl.DataFrame(rows, schema={"measure": pl.String, "ods_parameter": pl.Float64, "ods": pl.Float64,
                                           "ods_precision": pl.Float64, "ods_recall": pl.Float64,
-                                          "ois": pl.Float64, "ap": pl.Float64})
+                                          "ois": pl.Float64, "ois_precision": pl.Float64, "ois_recall": pl.Float64,
+                                          "ap": pl.Float64})
 
     def pr_curve(self, measure: str = "fop") -> pl.DataFrame:
         """The dataset precision–recall curve of ``fr`` or ``fop`` over the run's parameters."""

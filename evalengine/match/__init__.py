@@ -9,6 +9,7 @@ from evalengine.match.borji import BorjiProtocol
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.confusion import ConfusionProtocol
 from evalengine.match.pairs import PairsProtocol
+from evalengine.match.partitions import PartitionProtocol
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.match.tide import TideProtocol
@@ -16,4 +17,4 @@ from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
 PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
-             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol)
+             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, PartitionProtocol)

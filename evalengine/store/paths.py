@@ -115,7 +115,7 @@ def table_globs(families: dict) -> dict:
     shards = "shard=*/*.parquet"
     globs = {name: f"{name}/*.parquet" for name in TABLES}
     globs.update({GT: f"{GT}/{shards}", DT: f"{DT}/run=*/{shards}", PROPOSALS: f"{PROPOSALS}/run=*/{shards}"})
-    globs.update({"gt_partitions": f"{PARTITIONS}/{GT}/{shards}", "partitions": f"{PARTITIONS}/run=*/{shards}"})
+    globs.update({f"{GT}_{PARTITIONS}": f"{PARTITIONS}/{GT}/{shards}", PARTITIONS: f"{PARTITIONS}/run=*/{shards}"})
     for family, sides in families.items():
         tables = f"{MATCHES}/protocol={family}*/run=*"
         globs[f"{family}_protocols"] = f"{tables}/{PROTOCOL_FILE}"
