@@ -214,9 +214,9 @@ def _runs_frame(image_id: int, key: str, encoded: dict, table_schema: dict) -> p
     """The runs of several partitions of one image (``{key value: encoded}``) as one frame of ``table_schema``."""
     sizes = [runs[0].size for runs in encoded.values()]
     columns = [np.concatenate([runs[c] for runs in encoded.values()]) for c in range(3)]
-    return pl.DataFrame({"image_id": np.full(sum(sizes), image_id, np.int64),
-                         key: np.repeat(list(encoded), sizes),
-                         "start": columns[0], "length": columns[1], "label": columns[2]}).cast(table_schema)
+    keys = np.repeat(np.array(list(encoded), dtype=np.int32 if table_schema[key] == pl.Int32 else np.float64), sizes)
+    return pl.DataFrame({"image_id": np.full(sum(sizes), image_id, np.int64), key: keys,
+                         "start": columns[0], "length": columns[1], "label": columns[2]}, schema=table_schema)
 
 
 QUADTREE_SIDES = (1, 2, 4, 8, 16, 32)  # blocks per side of SEISM's quadtree levels (1 to 1024 regions)
