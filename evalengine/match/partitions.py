@@ -38,17 +38,18 @@ class PartitionProtocol(Protocol):
         return {"contingency": contingency(tables["seg"], tables["gt"])}
 
 
-def contingency(seg: pl.DataFrame, gt: pl.DataFrame) -> pl.DataFrame:
+def contingency(seg: pl.DataFrame, gt: pl.DataFrame, dense_cells: int = DENSE_CELLS) -> pl.DataFrame:
     """The non-zero cells (``schema.CONTINGENCY``) of every machine partition of ``seg`` against every annotator of
-    its image in ``gt`` (both run tables of one shard)."""
-    seg = seg.sort("image_id", "parameter", "start")
-    gt = gt.sort("image_id", "annotator", "start")
+    its image in ``gt`` (both run tables of one shard); a pair of at most ``dense_cells`` region pairs is
+    accumulated in a dense table, a larger one by sorting its pieces."""
+    seg = _sorted(seg, ["image_id", "parameter", "start"])
+    gt = _sorted(gt, ["image_id", "annotator", "start"])
     seg_groups = group_bounds(seg, ["image_id", "parameter"])
     gt_groups = group_bounds(gt, ["image_id", "annotator"])
     cells = _cells(column_array(seg, "image_id"), column_array(seg, "start"), column_array(seg, "length"),
                    column_array(seg, "label", "int32"), seg_groups,
                    column_array(gt, "image_id"), column_array(gt, "start"), column_array(gt, "length"),
-                   column_array(gt, "label", "int32"), gt_groups)
+                   column_array(gt, "label", "int32"), gt_groups, dense_cells)
     seg_row, annotator_row, seg_region, gt_region, n = cells
     return pl.DataFrame({
         "image_id": column_array(seg, "image_id")[seg_row],
@@ -56,6 +57,17 @@ def contingency(seg: pl.DataFrame, gt: pl.DataFrame) -> pl.DataFrame:
         "annotator": column_array(gt, "annotator", "int32")[annotator_row],
         "seg_region": seg_region, "gt_region": gt_region, "n": n,
     }, schema=schema.CONTINGENCY)
+
+
+def _sorted(frame: pl.DataFrame, keys: list) -> pl.DataFrame:
+    """``frame`` in ``keys`` order; the store writes runs in that order, which a linear check confirms."""
+    greater = np.zeros(max(frame.height - 1, 0), np.bool_)  # row i + 1 after row i, decided by a key so far
+    tied = np.ones_like(greater)
+    for key in keys:
+        values = frame.get_column(key).to_numpy()
+        greater |= tied & (values[1:] > values[:-1])
+        tied &= values[1:] == values[:-1]
+    return frame if greater.all() else frame.sort(keys)
 
 
 def group_bounds(frame: pl.DataFrame, keys: list) -> np.ndarray:
@@ -71,7 +83,8 @@ def group_bounds(frame: pl.DataFrame, keys: list) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def _cells(seg_image, seg_start, seg_len, seg_label, seg_groups, gt_image, gt_start, gt_len, gt_label, gt_groups):
+def _cells(seg_image, seg_start, seg_len, seg_label, seg_groups, gt_image, gt_start, gt_len, gt_label, gt_groups,
+           dense_cells):
     """Merge each machine partition's runs with each annotator's runs of its image; aggregate equal cells."""
     n_seg, n_gt = seg_groups.size - 1, gt_groups.size - 1
     # first pass: gt groups of each seg group (both sorted by image) and a bound on the pieces
@@ -124,7 +137,7 @@ def _cells(seg_image, seg_start, seg_len, seg_label, seg_groups, gt_image, gt_st
                     i += 1
                 if end_j <= end_i:
                     j += 1
-            if n_rows * n_cols <= DENSE_CELLS:
+            if n_rows * n_cols <= dense_cells:
                 dense = np.zeros(n_rows * n_cols, np.int64)
                 for p in range(m):
                     dense[piece_i[p] * n_cols + piece_j[p]] += piece_n[p]

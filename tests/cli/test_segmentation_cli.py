@@ -60,6 +60,7 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
     assert main(["ingest", "partitions", "--gt", str(gt), "--pred", f"human={pred}", f"sweep={sweep}",
                  "--store", str(store), "--shards", "2"]) == 0
     assert "partition runs: human, sweep" in capsys.readouterr().out
+    assert main(["fsck", str(store)]) == 0 and "no problems found" in capsys.readouterr().out
     assert main(["evaluate", str(store), "--protocol", "partitions", "--run", "sweep", "--json"]) == 0
     summary = {row["measure"]: row for row in json.loads(capsys.readouterr().out)["summary"]}
     assert summary["fop"]["ods_parameter"] == 0.5 and summary["fop"]["ap"] == 0.0  # one distinct recall
@@ -75,6 +76,7 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
     assert dataset["fr"] == pytest.approx(evaluation.dataset["fr"][0], abs=1e-12)
     curve = api.open(store).sql("SELECT * FROM pr_curve_segmentation WHERE run = 'sweep' ORDER BY parameter")
     assert curve["parameter"].to_list() == [0.5, 2.0]
+    assert main(["fsck", str(store)]) == 0  # the match tables of partition runs are the store's
 
 
 def _bad(tmp_path, pred_arrays: dict, gt_arrays: dict, *extra) -> str:
