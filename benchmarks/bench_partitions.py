@@ -1,7 +1,7 @@
 """Every partition measure but Fb on SEISM's 2,126 BSDS500 human-vs-human pairs (tests/data/seism/), end to end:
 label maps → partition store (runs) → contingency match table → per-image measures (sc … fop), with the peak RSS of
 the process; then the peer, the SEISM transcription of the tests (dense intersection matrices, NumPy/SciPy), on the
-first ``--peer-pairs`` pairs, as a same-run time ratio per pair.
+first ``--peer-pairs`` pairs, as a same-run time ratio per pair. On a loaded machine the CPU time says more than the wall time.
 
     python benchmarks/bench_partitions.py --shards 4 --peer-pairs 50
 """
@@ -50,9 +50,10 @@ def main() -> None:
         ingested = time.perf_counter()
         per_image = evaluate_partitions(store, "human").per_image
         done = time.perf_counter()
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         print(f"evalengine: {per_image.height} pairs, {per_image.width - 3} measure columns: ingest {ingested - start:.1f} s, "
-              f"match + measures {done - ingested:.1f} s, total {done - start:.1f} s; peak RSS {peak_mb:.0f} MB")
+              f"match + measures {done - ingested:.1f} s, total {done - start:.1f} s wall "
+              f"({usage.ru_utime + usage.ru_stime:.1f} s CPU, imports included); peak RSS {usage.ru_maxrss / 1024:.0f} MB")
         peer_start = time.perf_counter()
         for _, (_, gts, seg) in zip(range(args.peer_pairs), human_pairs()):
             seism_reference.eval_segm(seg, list(gts))

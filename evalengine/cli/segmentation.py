@@ -12,7 +12,8 @@ from evalengine.metrics.partition.combine import MEASURES, PR_MEASURES
 
 MEASURES_HELP = (f"SEISM measures to compute (default: every available one; fb comes with the boundary kernels): "
                  f"{' '.join(MEASURES)}")
-VOID_HELP = "the label of void pixels in the ground truth (left out of every count); default: none, every label is a region"
+VOID_HELP = ("the label of void pixels in the ground truth (left out of every count); default: none, every label "
+             "is a region")
 
 
 def add_segmentation(sub) -> None:

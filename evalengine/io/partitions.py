@@ -91,7 +91,8 @@ def ground_truth_files(gt_dir, stem: str) -> list:
     gt_dir = Path(gt_dir)
     arrays = [gt_dir / f"{stem}{suffix}" for suffix in (".npy", ".npz") if (gt_dir / f"{stem}{suffix}").is_file()]
     pattern = re.compile(re.escape(stem) + r"_([0-9]+)\.png", re.IGNORECASE)
-    pngs = sorted((int(m.group(1)), p) for p in gt_dir.glob(f"{glob_escape(stem)}_*") if (m := pattern.fullmatch(p.name)))
+    pngs = sorted((int(m.group(1)), p) for p in gt_dir.glob(f"{_glob_escape(stem)}_*")
+                  if (m := pattern.fullmatch(p.name)))
     if len(arrays) + bool(pngs) != 1:
         found = "none" if not (arrays or pngs) else ", ".join(p.name for p in [*arrays, *(p for _, p in pngs)][:4])
         raise InputError(f"{gt_dir}: image '{stem}' needs one ground-truth file ({stem}.npy, {stem}.npz or "
@@ -102,7 +103,7 @@ def ground_truth_files(gt_dir, stem: str) -> list:
     return arrays or [p for _, p in pngs]
 
 
-def glob_escape(text: str) -> str:
+def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
@@ -170,7 +171,7 @@ def _encode(label_map, low, n_codes, void, has_void):
     for y in range(h):
         for x in range(w):
             if has_void and void[y, x]:
-                ids[y, x] = -1
+                ids[y, x] = VOID
                 continue
             code = np.int64(label_map[y, x]) - low
             if region_of[code] < 0:
