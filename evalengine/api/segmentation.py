@@ -4,16 +4,20 @@ measures, and the one-shot ``evalengine segmentation --pred DIR --gt DIR``."""
 import math
 from pathlib import Path
 
+import polars as pl
+
 from evalengine.errors import InputError
 from evalengine.evaluation.segmentation import SegmentationEvaluation
-from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, check_same_size, ground_truth_files, image_frames,
-                                      read_ground_truth, read_label_map)
+from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, QUADTREE_SIDES, check_same_size, ground_truth_files,
+                                      image_frames, quadtree_partition, read_ground_truth, read_label_map)
 from evalengine.metrics.partition.combine import PR_MEASURES, check_measures
+from evalengine.metrics.partition.dataset import ods
 from evalengine.metrics.partition.objects import ObjectsAndParts
 from evalengine.store.partitions import create_partition_store, partition_runs
 from evalengine.store.sharding import default_shard_count
 
 SEGMENTATION_RUN = "segmentation"
+QUADTREE_RUN = "quadtree"
 
 
 def ingest_partition_arrays(images, store, runs: dict, void_label=None, n_shards: int = 1, overwrite: bool = False,
@@ -38,9 +42,10 @@ def ingest_partition_arrays(images, store, runs: dict, void_label=None, n_shards
 
 
 def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shards: int | None = None,
-                      overwrite: bool = False):
+                      overwrite: bool = False, quadtree: bool = False):
     """A partition store from folders: ``gt_dir`` (every annotator of each image) and ``predictions``, run → a
-    folder of label maps (one parameter, 0) or of sub-folders named by parameter values (a sweep)."""
+    folder of label maps (one parameter, 0) or of sub-folders named by parameter values (a sweep); ``quadtree`` adds
+    the run ``quadtree``, SEISM's baseline at its levels (parameter: the number of regions, 1 … 1024)."""
     gt_dir = Path(gt_dir)
     stems = _ground_truth_stems(gt_dir)
     sweeps = {run: _sweep(Path(folder)) for run, folder in predictions.items()}
@@ -64,12 +69,19 @@ def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shard
                     label_map = read_label_map(path)
                     check_same_size(str(path), label_map, where, annotators)
                     by_run[run][parameter] = label_map
+            if quadtree:
+                by_run[QUADTREE_RUN] = {float(side * side): quadtree_partition(*annotators.shape[1:], side)
+                                        for side in QUADTREE_SIDES}
             yield stem, annotators, by_run
 
     n_shards = n_shards or default_shard_count(len(stems))
     provenance = {"gt": gt_dir, **{run: Path(folder) for run, folder in predictions.items()}}
-    return ingest_partition_arrays(images(), store, {run: list(sweep) for run, sweep in sweeps.items()},
-                                   void_label, n_shards, overwrite, provenance)
+    runs = {run: list(sweep) for run, sweep in sweeps.items()}
+    if quadtree:
+        if QUADTREE_RUN in runs:
+            raise InputError(f"run name '{QUADTREE_RUN}' is the quadtree baseline's")
+        runs[QUADTREE_RUN] = [float(side * side) for side in QUADTREE_SIDES]
+    return ingest_partition_arrays(images(), store, runs, void_label, n_shards, overwrite, provenance)
 
 
 def _ground_truth_stems(gt_dir: Path) -> list:
@@ -142,6 +154,13 @@ def segmentation(pred_dir, gt_dir, measures=None, void_label=None, objects: Obje
     evaluation = evaluate_partitions(store, SEGMENTATION_RUN, measures, objects)
     evaluation.keep_alive.append(folder)
     return evaluation
+
+
+def values_at_ods(evaluation: SegmentationEvaluation, measure: str) -> pl.DataFrame:
+    """``image_id``, ``value``: the per-image values of ``measure`` at the run's ODS parameter (the judgments of
+    SABD and SISD, :mod:`evalengine.metrics.partition.meta`)."""
+    best = ods(evaluation.dataset, measure)["parameter"]
+    return evaluation.per_image.filter(pl.col("parameter") == best).select("image_id", value=measure)
 
 
 def segmentation_payload(evaluation: SegmentationEvaluation, parameter: float | None = None) -> dict:

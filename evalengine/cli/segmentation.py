@@ -37,6 +37,8 @@ def add_ingest_partitions(ingest_sub) -> None:
                              "values (a sweep, e.g. DIR/0.25/<stem>.png)")
     ingest.add_argument("--store", required=True, help=options.STORE_HELP)
     ingest.add_argument("--void-label", type=int, default=None, metavar="L", help=VOID_HELP)
+    ingest.add_argument("--quadtree", action="store_true",
+                        help="add the run 'quadtree': SEISM's baseline at 1, 4, … 1024 regions (SABD)")
     ingest.add_argument("--shards", type=options.positive_int, default=None)
     ingest.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ingest.set_defaults(func=_cmd_ingest)
@@ -83,8 +85,9 @@ def _cmd_ingest(args) -> str:
         if run in runs:
             raise InputError(f"--pred: run '{run}' given twice")
         runs[run] = folder
-    store = seg.ingest_partitions(args.gt, runs, args.store, args.void_label, args.shards, args.overwrite)
-    return f"store: {store.path} (partition runs: {', '.join(sorted(runs))})"
+    store = seg.ingest_partitions(args.gt, runs, args.store, args.void_label, args.shards, args.overwrite,
+                                  args.quadtree)
+    return f"store: {store.path} (partition runs: {', '.join(sorted(store.layout.partition_runs))})"
 
 
 def _dumps(payload) -> str:

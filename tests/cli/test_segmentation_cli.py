@@ -5,14 +5,16 @@ import json
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from PIL import Image
 
 from evalengine import api
-from evalengine.api.segmentation import evaluate_partitions, ingest_partition_arrays
+from evalengine.api.segmentation import evaluate_partitions, ingest_partition_arrays, values_at_ods
 from evalengine.cli import main
 from evalengine.errors import InputError
 from evalengine.metrics.partition.combine import AVAILABLE
+from evalengine.metrics.partition.meta import sabd
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "seism"
 DEMO = np.load(DATA / "demo_partitions.npz")
@@ -58,8 +60,8 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
             (sweep / parameter / path.name).write_bytes(path.read_bytes())
     store = tmp_path / "store"
     assert main(["ingest", "partitions", "--gt", str(gt), "--pred", f"human={pred}", f"sweep={sweep}",
-                 "--store", str(store), "--shards", "2"]) == 0
-    assert "partition runs: human, sweep" in capsys.readouterr().out
+                 "--store", str(store), "--shards", "2", "--quadtree"]) == 0
+    assert "partition runs: human, quadtree, sweep" in capsys.readouterr().out
     assert main(["fsck", str(store)]) == 0 and "no problems found" in capsys.readouterr().out
     assert main(["evaluate", str(store), "--protocol", "partitions", "--run", "sweep", "--json"]) == 0
     summary = {row["measure"]: row for row in json.loads(capsys.readouterr().out)["summary"]}
@@ -77,6 +79,13 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
     curve = api.open(store).sql("SELECT * FROM pr_curve_segmentation WHERE run = 'sweep' ORDER BY parameter")
     assert curve["parameter"].to_list() == [0.5, 2.0]
     assert main(["fsck", str(store)]) == 0  # the match tables of partition runs are the store's
+    # SABD of the human run against the quadtree baseline, each at its own ODS
+    quadtree = evaluate_partitions(api.open(store), "quadtree", ["sc"])
+    assert quadtree.dataset["parameter"].to_list() == [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0]
+    human, baseline = values_at_ods(evaluation, "sc"), values_at_ods(quadtree, "sc")
+    judged = human.join(baseline, on="image_id", suffix="_baseline")
+    want = 1.0 - float(np.mean(judged["value"].to_numpy() < judged["value_baseline"].to_numpy()))
+    assert sabd(human.with_columns(method=pl.lit("human")), baseline.with_columns(baseline=pl.lit("q"))) == want
 
 
 def _bad(tmp_path, pred_arrays: dict, gt_arrays: dict, *extra) -> str:
