@@ -266,3 +266,14 @@ CONFUSION = {
     "score": pl.Float64,
     "iou": pl.Float64,
 }
+
+# partitions (label maps, :mod:`evalengine.io.partitions`): column-major runs of region ids (numbered by first
+# appearance in a row-major scan; -1 void). Ground truth: one partition per annotator (1-based) of an image; a
+# partition run: one per image and ``parameter`` (a hierarchy's threshold, a sweep's value)
+PARTITION_RUNS = {"start": pl.Int64, "length": pl.Int64, "label": pl.Int32}
+GT_PARTITIONS = {"image_id": pl.Int64, "annotator": pl.Int32, **PARTITION_RUNS}
+SEG_PARTITIONS = {"image_id": pl.Int64, "parameter": pl.Float64, **PARTITION_RUNS}
+# the partition match table (spec §9.2): the non-zero cells of the contingency table of each (image, parameter,
+# annotator) over the valid pixels, in that order then (seg_region, gt_region)
+CONTINGENCY = {"image_id": pl.Int64, "parameter": pl.Float64, "annotator": pl.Int32, "seg_region": pl.Int32,
+               "gt_region": pl.Int32, "n": pl.Int64}

@@ -31,7 +31,7 @@ from evalengine.metrics.summary import SUMMARY_LAYOUT
 from evalengine.store.layout import open_layout
 from evalengine.store.location import is_remote, location
 from evalengine.store.lock import reading
-from evalengine.store.paths import DT, MATCHES, PROPOSALS, PROTOCOL_FILE, StorePaths, table_globs
+from evalengine.store.paths import DT, MATCHES, PARTITIONS, PROPOSALS, PROTOCOL_FILE, StorePaths, table_globs
 
 
 def _visible(glob: str) -> str:
@@ -76,10 +76,12 @@ def path_variables(store_path) -> dict:
     of such a run (empty lists when there is none)."""
     layout = open_layout(store_path)
     variables = {name: f"{layout.root}/{glob}" for name, glob in VIEW_GLOBS.items()}
+    partition_runs = layout.manifest.get("partition_runs", {})
     for table, runs, folder in ((DT, layout.runs, layout.paths.dt),
-                                (PROPOSALS, layout.proposal_runs, layout.paths.proposals)):
+                                (PROPOSALS, layout.proposal_runs, layout.paths.proposals),
+                                (PARTITIONS, partition_runs, layout.paths.partitions)):
         variables[table] = [_within(folder(run), variables[table]) for run in sorted(runs)]
-    runs = set(layout.runs) | set(layout.proposal_runs)
+    runs = set(layout.runs) | set(layout.proposal_runs) | set(partition_runs)
     for protocol in PROTOCOLS:
         finished = sorted(str(recorded.parent) for recorded in layout.root.glob(
             f"{MATCHES}/protocol={protocol.name}*/run=*/{PROTOCOL_FILE}") if recorded.parent.name[4:] in runs)

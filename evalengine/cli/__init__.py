@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command's parser; it imports the commands, hence the libraries (inside :func:`main`'s boundary: a Ctrl-C
     while they load is an interruption too)."""
     from evalengine.cli import analyze, borji, coco, confusion, demo, diagnosis, fsck, invariance, lrp, proposals
-    from evalengine.cli import density, query, upper_bound, voc
+    from evalengine.cli import density, query, segmentation, upper_bound, voc
     from evalengine.cli import lvis
 
     # the subcommands, in the order the help lists them
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                    density.add_density,
                    lvis.add_lvis,
                    query.add_sql,
-                   proposals.add_proposals,
+                   proposals.add_proposals, segmentation.add_segmentation,
                    proposals.add_add_proposals, proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck,
                    demo.add_demo)
     parser = Parser(prog="evalengine", description="The ``evalengine`` command.")

@@ -2,7 +2,7 @@
 ``report``."""
 
 from evalengine import api
-from evalengine.cli import options, voc
+from evalengine.cli import options, segmentation, voc
 from evalengine.cli.options import STORE_HELP
 
 
@@ -26,6 +26,8 @@ def _cmd_ingest(args) -> str:
 def _cmd_evaluate(args) -> str:
     if args.protocol == "voc":
         return voc.cmd_evaluate(args)
+    if args.protocol == "partitions":
+        return segmentation.cmd_evaluate(args)
     timed = options.phases(args)
     evaluation = api.evaluate_store(api.open(args.store), options.protocol(args), run=args.run, phases=timed,
                                     **options.schedule(args))
@@ -82,14 +84,17 @@ def add_ingest(sub) -> None:
     options.run_args(ingest_coco)
     ingest_coco.set_defaults(func=_cmd_ingest)
     voc.add_ingest_voc(ingest_sub)
+    segmentation.add_ingest_partitions(ingest_sub)
 
 
 def add_evaluate(sub) -> None:
     evaluate = options.store_command(sub, "evaluate", "match a stored run and print its COCO summary", _cmd_evaluate)
-    evaluate.add_argument("--protocol", choices=["coco", "voc"], default="coco", help="matching protocol")
+    evaluate.add_argument("--protocol", choices=["coco", "voc", "partitions"], default="coco",
+                          help="matching protocol (partitions: the contingency tables of a partition store)")
     evaluate.add_argument("--run", default=api.DEFAULT_RUN)
     options.protocol_args(evaluate)
     voc.add_evaluate_args(evaluate)
+    segmentation.add_evaluate_args(evaluate)
 
 
 def add_add_run(sub) -> None:

@@ -10,6 +10,7 @@ from evalengine.match.coco import CocoProtocol
 from evalengine.match.lvis import LvisProtocol
 from evalengine.match.confusion import ConfusionProtocol
 from evalengine.match.pairs import PairsProtocol
+from evalengine.match.partitions import PartitionProtocol
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.match.tide import TideProtocol
@@ -17,4 +18,4 @@ from evalengine.match.voc import VocProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
 PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
-             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, LvisProtocol)
+             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, LvisProtocol, PartitionProtocol)

@@ -17,7 +17,7 @@ from evalengine.store.commit import replace_file
 from evalengine.store.layout import read_layout
 from evalengine.store.location import is_remote, location, remove_tree
 from evalengine.store.lock import temporaries, writing
-from evalengine.store.paths import DT, MANIFEST, PROPOSALS, PROTOCOL_FILE, TABLES, shard_file
+from evalengine.store.paths import DT, MANIFEST, PARTITIONS, PROPOSALS, PROTOCOL_FILE, TABLES, shard_file
 
 REMOVE = "remove"
 
@@ -84,6 +84,8 @@ def _tables(layout) -> list:
         problem = _unreadable(layout.paths.table(name))
         if problem:
             findings.append(Finding(str(layout.paths.table(name)), problem, "re-ingest the store"))
+    if layout.partition_runs:
+        findings += _sharded(layout.paths.gt_partitions, layout.n_shards, "re-ingest the store")
     return findings + _sharded(layout.paths.gt, layout.n_shards, "re-ingest the store")
 
 
@@ -91,7 +93,9 @@ def _runs(layout) -> list:
     findings = []
     for kind, folder, runs, run_path in ((DT, layout.root / DT, layout.runs, layout.paths.dt),
                                          (PROPOSALS, layout.root / PROPOSALS, layout.proposal_runs,
-                                          layout.paths.proposals)):
+                                          layout.paths.proposals),
+                                         ("partition", layout.root / PARTITIONS, layout.partition_runs,
+                                          layout.paths.partitions)):
         for run in runs:
             findings += _sharded(run_path(run), layout.n_shards, f"add run '{run}' again with overwrite")
         for entry in folder.glob("run=*"):
@@ -107,7 +111,7 @@ def _runs(layout) -> list:
 
 
 def _match_tables(layout) -> list:
-    runs = set(layout.runs) | set(layout.proposal_runs)
+    runs = set(layout.runs) | set(layout.proposal_runs) | set(layout.partition_runs)
     findings = []
     for folder in layout.paths.matches.glob("protocol=*/run=*"):
         recorded = folder / PROTOCOL_FILE

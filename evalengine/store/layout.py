@@ -42,6 +42,11 @@ class StoreLayout:
         """Proposal run name → its ordering, de-duplication and box convention."""
         return dict(self.manifest.get("proposal_runs", {}))
 
+    @property
+    def partition_runs(self) -> dict:
+        """Partition run name → its parameters and tags (a partition store, :mod:`evalengine.store.partitions`)."""
+        return dict(self.manifest.get("partition_runs", {}))
+
     def check_run(self, run: str) -> None:
         if run not in self.manifest["runs"]:
             raise StoreError(f"{self.root}: no run '{run}' (runs: {', '.join(self.runs) or 'none'})")

@@ -12,6 +12,8 @@ store for the SQL views (:mod:`evalengine.sql` hands them to DuckDB as variables
     STORE/proposals/run=R/shard=k/part-0.parquet        (proposal runs, ranked; see store.ranking)
     STORE/proposals/run=R/perturbation.parquet          (a perturbed run's homographies and image sizes)
     STORE/hprs/lattice=L/part-0.parquet                 (cached exact hit counts of Wang et al.'s HPRS)
+    STORE/partitions/gt/shard=k/part-0.parquet          (ground-truth label maps as runs, one per annotator)
+    STORE/partitions/run=R/shard=k/part-0.parquet       (machine partitions of run R, one per parameter)
     STORE/matches/protocol=P/run=R/<side>/shard=k/part-0.parquet  (+ protocol.json, written last)
 """
 
@@ -26,7 +28,8 @@ PERTURBATION = "perturbation.parquet"
 PROTOCOL_FILE = "protocol.json"
 TABLES = ("images", "categories", "runs")  # one file each
 GT, DT, PROPOSALS, MATCHES, HIT_COUNTS = "gt", "dt", "proposals", "matches", "hprs"
-ENTRIES = (MANIFEST, *TABLES, GT, DT, PROPOSALS, MATCHES, HIT_COUNTS)  # everything a store's folder may hold
+PARTITIONS = "partitions"
+ENTRIES = (MANIFEST, *TABLES, GT, DT, PROPOSALS, MATCHES, HIT_COUNTS, PARTITIONS)  # everything a store's folder may hold
 
 # a name that becomes part of a path (a run, a protocol's match key, a cache's lattice): one folder level, never a
 # glob, a hive partition value DuckDB reads back as it is, the same on every file system
@@ -87,6 +90,13 @@ class StorePaths:
         return self.root / HIT_COUNTS / f"lattice={check_name('lattice', lattice)}" / PART
 
     @property
+    def gt_partitions(self):
+        return self.root / PARTITIONS / GT
+
+    def partitions(self, run: str):
+        return self.root / PARTITIONS / f"run={check_name('run', run)}"
+
+    @property
     def matches(self):
         return self.root / MATCHES
 
@@ -105,6 +115,7 @@ def table_globs(families: dict) -> dict:
     shards = "shard=*/*.parquet"
     globs = {name: f"{name}/*.parquet" for name in TABLES}
     globs.update({GT: f"{GT}/{shards}", DT: f"{DT}/run=*/{shards}", PROPOSALS: f"{PROPOSALS}/run=*/{shards}"})
+    globs.update({f"{GT}_{PARTITIONS}": f"{PARTITIONS}/{GT}/{shards}", PARTITIONS: f"{PARTITIONS}/run=*/{shards}"})
     for family, sides in families.items():
         tables = f"{MATCHES}/protocol={family}*/run=*"
         globs[f"{family}_protocols"] = f"{tables}/{PROTOCOL_FILE}"
