@@ -80,7 +80,7 @@ def test_a_keypoint_count_other_than_the_sigmas_is_located(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (("--dt", PACKAGE_DATA / "instances_val2014_fakebbox100_results.json", "--iou-type", "segm"),
      ("instances_val2014_fakebbox100_results.json: run 'default' has no masks ('segmentation'), which iou_type 'segm' "
-      "needs (missing: mask_h, mask_w, mask_counts)")),
+      "needs (missing: mask_h, mask_w, mask_rle)")),
     (("--dt", DATA / "cocoapi_fakekeypoints100_dt.json", "--iou-type", "keypoints"),
      "instances_val2014_100.json: the ground truth has no keypoints, which iou_type 'keypoints' needs"),
 ])
