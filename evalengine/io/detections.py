@@ -23,7 +23,10 @@ with ``keypoints``, area and box from their extent. Detections of categories abs
 import json
 import mmap
 import os
+import queue
+import threading
 import warnings
+import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
@@ -100,20 +103,66 @@ def result_fields(path) -> dict:
         return {**RESULT_FIELDS, **{c: t for c, t in SHAPE_FIELDS.items() if view.find(f'"{c}"'.encode()) >= 0}}
 
 
-def prefetch(path) -> Future | None:
-    """Start parsing a COCO result file that fits in one chunk on a background thread, so that it overlaps with
-    reading the ground truth (whose first numba call loads the runtime, ~0.8 s); pass the result to
-    :func:`iter_detections`. None for other files, which are streamed."""
+def prefetch(path):
+    """Start parsing a COCO result file on a background thread, so that it overlaps with reading the ground truth
+    (whose first numba call loads the runtime, ~0.8 s; its polygons are rasterised on one core); pass the result to
+    :func:`iter_detections`. A file that fits in one chunk is parsed whole; a larger one is read ahead by
+    :class:`_ReadAhead`. None for other formats, which are streamed."""
     path = Path(path)
-    if not (path.is_file() and path.suffix.lower() == ".json" and path.stat().st_size <= CHUNK_BYTES):
+    if not (path.is_file() and path.suffix.lower() == ".json"):
         return None
+    if path.stat().st_size > CHUNK_BYTES:
+        return _ReadAhead(path)
     pool = ThreadPoolExecutor(max_workers=1)
     future = pool.submit(lambda: list(parsed_in_parallel(path, result_fields(path), "detection")))
     pool.shutdown(wait=False)
     return future
 
 
-def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) -> Iterator[pl.DataFrame]:
+class _ReadAhead:
+    """The chunks of a large result file parsed on a thread of their own, at most one chunk ahead of the reader (and
+    the chunks :func:`parsed_in_parallel` holds): memory stays bounded by the chunk size. An error is raised where
+    the chunk it is in would have been read; a reader that stops early, or drops this object unread (the ground
+    truth was refused), stops the thread."""
+
+    def __init__(self, path: Path):
+        self._ready, self._stop = queue.Queue(maxsize=1), threading.Event()
+        weakref.finalize(self, self._stop.set)
+        threading.Thread(target=_read_ahead, args=(path, self._ready, self._stop), daemon=True).start()
+
+    def result(self) -> Iterator[pl.DataFrame]:
+        try:
+            while (item := self._ready.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self._stop.set()
+
+
+def _read_ahead(path: Path, ready: queue.Queue, stop: threading.Event) -> None:
+    """:class:`_ReadAhead`'s thread: every chunk, then None (or the error) into ``ready`` until ``stop``."""
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    try:  # closed in this thread: the parser holds a thread pool
+        with closing(parsed_in_parallel(path, result_fields(path), "detection")) as chunks:
+            for chunk in chunks:
+                if not put(chunk):
+                    return
+    except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
+        put(exc)
+        return
+    put(None)
+
+
+def _raw_batches(path: Path, batch_rows: int, prefetched=None) -> Iterator[pl.DataFrame]:
     kind = _format(path)
     if prefetched is not None:
         yield from prefetched.result()
@@ -249,7 +298,7 @@ def _checked_boxes(frame: pl.DataFrame, path: Path, what: str, row: pl.Expr) -> 
 
 
 def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS,
-                    prefetched: Future | None = None) -> Iterator[pl.DataFrame]:
+                    prefetched=None) -> Iterator[pl.DataFrame]:
     """Validated detection batches of at most ``batch_rows`` rows (schema :data:`evalengine.schema.DT`, and the
     shape columns where the file has shapes)."""
     path = Path(path)
