@@ -123,15 +123,28 @@ def _prepare(args, data: Path) -> None:
         evalengine.ingest_coco(data / "gt.json", data / "dt.parquet", data / "store")
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_size_arguments(parser)
-    parser.add_argument("--tools", nargs="+", default=list(MODULES), choices=list(MODULES))
+def add_run_arguments(parser: argparse.ArgumentParser, tools: list) -> None:
+    """The runner's options, shared by this folder's benchmarks: tools, RSS limit, repeats, output folder."""
+    parser.add_argument("--tools", nargs="+", default=tools, choices=tools)
     parser.add_argument("--max-rss-gib", type=float, default=21.0)
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every tool this many times, in turn (this VM's timings drift): median and range")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
+
+
+def prepare_in_child(script: str, argv) -> None:
+    """``script --prepare-only`` with this command's arguments: data are prepared in a child, since a forked child's
+    peak RSS counts this process's pages until it execs, and this process must stay small for the peers' peak RSS to
+    be theirs."""
+    subprocess.run([sys.executable, script, "--prepare-only", *(argv if argv is not None else sys.argv[1:])],
+                   check=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_size_arguments(parser)
+    add_run_arguments(parser, list(MODULES))
     args = parser.parse_args(argv)
 
     name = f"coco_{args.images}img_{args.classes}cls_{args.dets_per_image}det"
@@ -139,10 +152,7 @@ def main(argv=None):
     if args.prepare_only:
         _prepare(args, data)
         return
-    # data are prepared in a child: a forked child's peak RSS counts this process's pages until it execs, so
-    # this process must stay small for the peers' peak RSS to be theirs
-    subprocess.run([sys.executable, __file__, "--prepare-only", *(argv if argv is not None else sys.argv[1:])],
-                   check=True)
+    prepare_in_child(__file__, argv)
     import pyarrow.parquet as pq
 
     n_dets = pq.ParquetFile(data / "dt.parquet").metadata.num_rows

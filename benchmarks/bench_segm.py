@@ -12,13 +12,13 @@ metrics), ``pycocotools``, ``faster-coco-eval`` and ``hotcoco`` (``COCOeval(...,
 """
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from bench_coco import MODULES, compile_bytecode, run_tools, write_table  # noqa: E402
+from bench_coco import (MODULES, add_run_arguments, compile_bytecode, prepare_in_child, run_tools,  # noqa: E402
+                        write_table)
 from generate import add_size_arguments  # noqa: E402
 
 TOOLS = [tool for tool in MODULES if tool != "evalengine-parquet"]
@@ -39,12 +39,7 @@ def _prepare(args, data: Path) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_size_arguments(parser)
-    parser.add_argument("--tools", nargs="+", default=TOOLS, choices=TOOLS)
-    parser.add_argument("--max-rss-gib", type=float, default=21.0)
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="run every tool this many times, in turn (this VM's timings drift): median and range")
-    parser.add_argument("--out", type=Path, default=HERE / "out")
-    parser.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
+    add_run_arguments(parser, TOOLS)
     args = parser.parse_args(argv)
 
     name = f"masks_{args.images}img_{args.dets_per_image}det"  # bench_mask_ingest's folder: one generated set
@@ -52,9 +47,7 @@ def main(argv=None):
     if args.prepare_only:
         _prepare(args, data)
         return
-    # prepared in a child, so that this process stays small (a forked child's peak RSS counts it until it execs)
-    subprocess.run([sys.executable, __file__, "--prepare-only", *(argv if argv is not None else sys.argv[1:])],
-                   check=True)
+    prepare_in_child(__file__, argv)
     inputs = {"evalengine-store": data / "store_segm"}
     rows, results = run_tools(args.tools, data / "gt_masks.json", lambda tool: inputs.get(tool, data / "dt_masks.json"),
                               args, "segm")

@@ -115,3 +115,11 @@ def test_segm_and_bbox_tables_live_side_by_side_in_one_store(tmp_path, capsys):
     assert ap == pytest.approx(masks[0], abs=1e-12)
     status, out, _ = run_cli(capsys, "report", store, "--iou-type", "segm", "--where", "image_id < 200000", "--json")
     assert status == 0 and len(json.loads(out)["stats"]) == 12
+
+
+def test_ingest_without_masks_stores_none(tmp_path, capsys):
+    status, _, _ = run_cli(capsys, "ingest", "coco", "--gt", DATA / "detectron2_gt.json", "--dt",
+                           DATA / "detectron2_dt.json", "--store", tmp_path / "s", "--no-masks")
+    assert status == 0 and "mask_rle" not in api.open(tmp_path / "s").dt().collect_schema()
+    status, _, err = run_cli(capsys, "evaluate", tmp_path / "s", "--iou-type", "segm")
+    assert status == 2 and "run 'default' has no masks ('segmentation')" in err

@@ -17,7 +17,7 @@ from pycocotools.coco import COCO
 import evalengine
 from evalengine.errors import InputError
 from evalengine.io.coco import read_coco_gt
-from evalengine.io.detections import read_detections
+from evalengine.io.detections import iter_detections, read_detections
 from tests.conftest import DATA, PACKAGE_DATA
 from tests.helpers import run_cli
 
@@ -339,3 +339,42 @@ def test_the_store_keeps_masks_and_a_box_store_has_no_mask_columns(tmp_path):
     ) == [("boxes", 734, 0), ("default", 734, 734)]
     assert boxes.evaluate(evalengine.CocoProtocol()).summary().get_column("value")[0] == pytest.approx(
         0.5045806987249628, abs=1e-12)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", ".parquet"])
+def test_without_masks_box_results_store_no_mask_and_mask_results_keep_their_boxes(tmp_path, suffix):
+    """``masks=False`` (``ingest coco --no-masks``, and a one-shot box evaluation): box results are read and stored
+    as without their masks (a JSON file's are not even parsed); results without boxes still take box and area from
+    their masks, as ``loadRes``; the box numbers are unchanged."""
+    boxed = json.loads((DATA / "detectron2_dt.json").read_text())  # boxes and compressed masks
+    cases = [(DATA / "detectron2_gt.json", boxed), (PACKAGE_DATA / "instances_val2014_100.json",
+                                                    json.loads((DATA / "cocoapi_fakesegm100_dt.json").read_text()))]
+    for k, (gt, results) in enumerate(cases):
+        path = tmp_path / f"dt{k}{suffix}"
+        if suffix == ".json":
+            path.write_text(json.dumps(results))
+        elif suffix == ".jsonl":
+            path.write_text("\n".join(json.dumps(r) for r in results))
+        else:
+            pl.DataFrame([{**r, "segmentation": json.dumps(r["segmentation"])} for r in results]).write_parquet(path)
+        dataset = read_coco_gt(gt)
+        full = read_detections(path, dataset)
+        without = pl.concat(list(iter_detections(path, dataset, masks=False)))
+        assert "mask_rle" in full.columns and not set(without.columns) & {"mask_h", "mask_w", "mask_rle", "polygon"}
+        assert without.equals(full.select(without.columns))
+    stats = [evalengine.ingest_coco(DATA / "detectron2_gt.json", path, tmp_path / f"s{masks}", masks=masks)
+             .evaluate(evalengine.CocoProtocol()).stats() for masks, path in ((True, DATA / "detectron2_dt.json"),
+                                                                               (False, tmp_path / f"dt0{suffix}"))]
+    assert stats[0] == stats[1]
+
+
+def test_a_one_shot_box_evaluation_reads_no_masks(tmp_path):
+    from evalengine.io.detections import result_fields
+    from evalengine.store.shards import scan_shards
+
+    assert "segmentation" not in result_fields(DATA / "detectron2_dt.json", masks=False)
+    assert "segmentation" in result_fields(DATA / "cocoapi_fakesegm100_dt.json", masks=False)  # boxes from masks
+    box = evalengine.evaluate_coco(DATA / "detectron2_gt.json", DATA / "detectron2_dt.json")
+    assert "mask_rle" not in scan_shards(box.layout.paths.dt("default")).collect_schema()
+    kept = evalengine.evaluate_coco(DATA / "detectron2_gt.json", DATA / "detectron2_dt.json", store=tmp_path / "kept")
+    assert "mask_rle" in scan_shards(kept.layout.paths.dt("default")).collect_schema() and kept.stats() == box.stats()
