@@ -5,7 +5,8 @@ Tools: ``evalengine`` (COCO JSON in), ``evalengine-parquet`` (Parquet detections
 drop-in, driven as pycocotools), ``pycocotools``,
 ``faster-coco-eval`` and ``hotcoco`` (COCO JSON in). Reports wall time (process start to exit, what a
 user waits for), in-process time, peak RSS, the ratio to evalengine and whether each tool printed the
-same 12 numbers (|diff| <= 1e-12). A tool whose RSS passes ``--max-rss-gib`` is stopped and reported so.
+same 12 numbers (|diff| <= 1e-12), and its CPU time (user + system, of every thread: steadier than wall time on a
+shared machine). A tool whose RSS passes ``--max-rss-gib`` is stopped and reported so.
 
     python benchmarks/bench_coco.py --images 5000
     python benchmarks/bench_coco.py --images 100000 --classes 500 --tools evalengine-parquet hotcoco
@@ -66,20 +67,54 @@ def run_child(argv: list, max_rss: float) -> dict:
         text = err.decode().strip()
         return {"error": text.splitlines()[-1] if text else f"exit status {status}"}
     result = json.loads(out.decode().strip().splitlines()[-1])
-    result.update(wall_seconds=wall, peak_rss_mib=usage.ru_maxrss / 1024)
+    result.update(wall_seconds=wall, cpu_seconds=usage.ru_utime + usage.ru_stime, peak_rss_mib=usage.ru_maxrss / 1024)
     return result
 
 
-def run(tool: str, gt: Path, dt: Path, max_rss: float) -> dict:
+def run(tool: str, gt: Path, dt: Path, max_rss: float, iou_type: str = "bbox") -> dict:
     """Run one tool in a child process (:func:`run_child`). A store's match tables are removed first, so that
     ``evalengine-store`` always matches."""
     if tool == "evalengine-store":
         shutil.rmtree(dt / "matches", ignore_errors=True)
-    result = run_child([sys.executable, str(HERE / "run_tool.py"), tool, str(gt), str(dt)], max_rss)
+    result = run_child([sys.executable, str(HERE / "run_tool.py"), tool, str(gt), str(dt), iou_type], max_rss)
     return {"tool": tool, **result} if "error" in result else result
 
 
+def run_tools(tools: list, gt: Path, input_of, args, iou_type: str = "bbox") -> tuple:
+    """Every installed tool ``args.repeat`` times, in turn, after one untimed evalengine run (numba's cache):
+    ``(rows of _summary, every run by tool)``."""
+    runnable = []
+    results = {}
+    for tool in tools:
+        if importlib.util.find_spec(MODULES[tool]) is None:
+            results[tool] = [{"tool": tool, "error": "not installed"}]
+        else:
+            runnable.append(tool)
+    first = next((t for t in runnable if t.startswith("evalengine")), None)
+    if first:
+        run(first, gt, input_of(first), args.max_rss_gib * 2**30, iou_type)  # compile and cache numba's kernels
+    for _ in range(args.repeat):
+        for tool in runnable:
+            if "error" in (results.get(tool) or [{}])[-1]:
+                continue
+            results.setdefault(tool, []).append(run(tool, gt, input_of(tool), args.max_rss_gib * 2**30, iou_type))
+            print(json.dumps(results[tool][-1]), file=sys.stderr, flush=True)
+    return [_summary(results[tool]) for tool in tools], results
+
+
+def compile_bytecode() -> None:
+    """Byte-compile the installed packages and evalengine, as pip does on install: where they are not (uv installs
+    without, and PYTHONDONTWRITEBYTECODE keeps Python from caching them), every child compiles its imports again
+    (~3 s for evalengine's, Polars' and numba's), a cost no installed tool pays. Quick once they are compiled."""
+    import compileall
+    import sysconfig
+
+    for folder in sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], str(HERE.parent / "evalengine")}):
+        compileall.compile_dir(folder, quiet=2, workers=0)
+
+
 def _prepare(args, data: Path) -> None:
+    compile_bytecode()
     if not (data / "dt.parquet").is_file():
         write(data, *generate(args.images, args.classes, args.gt_per_image, args.dets_per_image, args.seed),
               parquet=True)
@@ -89,15 +124,28 @@ def _prepare(args, data: Path) -> None:
         evalengine.ingest_coco(data / "gt.json", data / "dt.parquet", data / "store")
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_size_arguments(parser)
-    parser.add_argument("--tools", nargs="+", default=list(MODULES), choices=list(MODULES))
+def add_run_arguments(parser: argparse.ArgumentParser, tools: list) -> None:
+    """The runner's options, shared by this folder's benchmarks: tools, RSS limit, repeats, output folder."""
+    parser.add_argument("--tools", nargs="+", default=tools, choices=tools)
     parser.add_argument("--max-rss-gib", type=float, default=21.0)
     parser.add_argument("--repeat", type=int, default=1,
                         help="run every tool this many times, in turn (this VM's timings drift): median and range")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
+
+
+def prepare_in_child(script: str, argv) -> None:
+    """``script --prepare-only`` with this command's arguments: data are prepared in a child, since a forked child's
+    peak RSS counts this process's pages until it execs, and this process must stay small for the peers' peak RSS to
+    be theirs."""
+    subprocess.run([sys.executable, script, "--prepare-only", *(argv if argv is not None else sys.argv[1:])],
+                   check=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_size_arguments(parser)
+    add_run_arguments(parser, list(MODULES))
     args = parser.parse_args(argv)
 
     name = f"coco_{args.images}img_{args.classes}cls_{args.dets_per_image}det"
@@ -105,10 +153,7 @@ def main(argv=None):
     if args.prepare_only:
         _prepare(args, data)
         return
-    # data are prepared in a child: a forked child's peak RSS counts this process's pages until it execs, so
-    # this process must stay small for the peers' peak RSS to be theirs
-    subprocess.run([sys.executable, __file__, "--prepare-only", *(argv if argv is not None else sys.argv[1:])],
-                   check=True)
+    prepare_in_child(__file__, argv)
     import pyarrow.parquet as pq
 
     n_dets = pq.ParquetFile(data / "dt.parquet").metadata.num_rows
@@ -116,44 +161,33 @@ def main(argv=None):
     inputs = {"evalengine": data / "dt.json", "evalengine-parquet": data / "dt.parquet",
               "evalengine-store": data / "store"}
 
-    runnable = []
-    results = {}
-    for tool in args.tools:
-        if importlib.util.find_spec(MODULES[tool]) is None:
-            results[tool] = [{"tool": tool, "error": "not installed"}]
-        else:
-            runnable.append(tool)
-    first = next((t for t in runnable if t.startswith("evalengine")), None)
-    if first:
-        run(first, gt_path, inputs[first], args.max_rss_gib * 2**30)  # compile and cache the numba kernels, untimed
-    for _ in range(args.repeat):
-        for tool in runnable:
-            if "error" in (results.get(tool) or [{}])[-1]:
-                continue
-            results.setdefault(tool, []).append(run(tool, gt_path, inputs.get(tool, data / "dt.json"),
-                                                    args.max_rss_gib * 2**30))
-            print(json.dumps(results[tool][-1]), file=sys.stderr, flush=True)
-    rows = [_summary(results[tool]) for tool in args.tools]
+    rows, results = run_tools(args.tools, gt_path, lambda tool: inputs.get(tool, data / "dt.json"), args)
+    write_table(rows, f"### {args.images} images, {args.classes} classes, {n_dets} detections", args.repeat,
+                args.out / name, {"dataset": name, "n_detections": n_dets, "runs": results})
 
+
+def write_table(rows: list, title: str, repeat: int, out: Path, extra: dict) -> None:
+    """Print the Markdown table of :func:`_summary` rows (ratios and 12-number agreement against the first evalengine
+    row) and write it to ``out.md``, with a JSON copy (``extra`` and the rows) to ``out.json``."""
     ours = next((r for r in rows if r["tool"].startswith("evalengine") and "stats" in r), None)
-    lines = [f"### {args.images} images, {args.classes} classes, {n_dets} detections"
-             + (f" (median of {args.repeat} runs, range in brackets)" if args.repeat > 1 else ""), "",
-             "| tool | wall s | in-process s | peak RSS MiB | wall ÷ first evalengine | same 12 stats (≤1e-12) |",
-             "|---|---|---|---|---|---|"]
+    lines = [title + (f" (median of {repeat} runs, range in brackets)" if repeat > 1 else ""), "",
+             "| tool | wall s | in-process s | CPU s | peak RSS MiB | wall ÷ first evalengine | CPU ÷ first evalengine "
+             "| same 12 stats (≤1e-12) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['tool']} | – | – | – | – | {r['error']} |")
+            lines.append(f"| {r['tool']} | – | – | – | – | – | – | {r['error']} |")
             continue
         ratio = r["wall_seconds"] / ours["wall_seconds"] if ours else float("nan")
+        cpu_ratio = r["cpu_seconds"] / ours["cpu_seconds"] if ours else float("nan")
         same = "–" if not ours else str(max(abs(a - b) for a, b in zip(r["stats"], ours["stats"])) <= 1e-12)
-        spread = f" [{r['wall_min']:.2f}–{r['wall_max']:.2f}]" if args.repeat > 1 else ""
+        spread = f" [{r['wall_min']:.2f}–{r['wall_max']:.2f}]" if repeat > 1 else ""
         lines.append(f"| {r['tool']} | {r['wall_seconds']:.2f}{spread} | {r['in_process_seconds']:.2f} | "
-                     f"{r['peak_rss_mib']:.0f} | {ratio:.2f} | {same} |")
+                     f"{r['cpu_seconds']:.2f} | {r['peak_rss_mib']:.0f} | {ratio:.2f} | {cpu_ratio:.2f} | {same} |")
     table = "\n".join(lines)
     print(table)
-    (args.out / f"{name}.md").write_text(table + "\n")
-    (args.out / f"{name}.json").write_text(json.dumps({"dataset": name, "n_detections": n_dets, "results": rows,
-                                                       "runs": results}, indent=2))
+    out.with_suffix(".md").write_text(table + "\n")
+    out.with_suffix(".json").write_text(json.dumps({**extra, "results": rows}, indent=2))
 
 
 def _summary(runs: list) -> dict:
@@ -164,6 +198,7 @@ def _summary(runs: list) -> dict:
     walls = sorted(r["wall_seconds"] for r in runs)
     return {**runs[0], "wall_seconds": statistics.median(walls), "wall_min": walls[0], "wall_max": walls[-1],
             "in_process_seconds": statistics.median(r["in_process_seconds"] for r in runs),
+            "cpu_seconds": statistics.median(r["cpu_seconds"] for r in runs),
             "peak_rss_mib": max(r["peak_rss_mib"] for r in runs), "n_runs": len(runs)}
 
 

@@ -70,8 +70,9 @@ def ingest(gt: Path, dt: Path, store: Path) -> tuple:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_size_arguments(parser)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out")
     args = parser.parse_args(argv)
-    out = Path(__file__).resolve().parent / "out" / f"masks_{args.images}img_{args.dets_per_image}det"
+    out = args.out / f"masks_{args.images}img_{args.dets_per_image}det"
     if not (out / "dt_masks.json").is_file():
         started = time.perf_counter()
         write_masks(out, args)

@@ -1,6 +1,7 @@
 """Child process of the benchmark: evaluate with one tool, print its 12 stats and timing as JSON.
 
-    python benchmarks/run_tool.py TOOL GT DT        (DT: JSON, or Parquet for evalengine; a store for evalengine-store)
+    python benchmarks/run_tool.py TOOL GT DT [IOU_TYPE]   (DT: JSON, or Parquet for evalengine; a store for
+                                                           evalengine-store; IOU_TYPE bbox (default) or segm)
 """
 
 import contextlib
@@ -10,12 +11,12 @@ import sys
 import time
 
 
-def evalengine_stats(gt, dt):
-    return _evalengine_command(["coco", "--gt", gt, "--dt", dt])
+def evalengine_stats(gt, dt, iou_type):
+    return _evalengine_command(["coco", "--gt", gt, "--dt", dt, "--iou-type", iou_type])
 
 
-def evalengine_store_stats(_gt, store):
-    return _evalengine_command(["evaluate", store])
+def evalengine_store_stats(_gt, store, iou_type):
+    return _evalengine_command(["evaluate", store, "--iou-type", iou_type])
 
 
 def _evalengine_command(argv):
@@ -29,37 +30,37 @@ def _evalengine_command(argv):
     return json.loads(out.getvalue())["stats"]
 
 
-def pycocotools_stats(gt, dt):
+def pycocotools_stats(gt, dt, iou_type):
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
-    return _cocoeval_stats(COCO, COCOeval, gt, dt)
+    return _cocoeval_stats(COCO, COCOeval, gt, dt, iou_type)
 
 
-def faster_coco_eval_stats(gt, dt):
+def faster_coco_eval_stats(gt, dt, iou_type):
     from faster_coco_eval import COCO, COCOeval_faster
 
-    return _cocoeval_stats(COCO, COCOeval_faster, gt, dt)
+    return _cocoeval_stats(COCO, COCOeval_faster, gt, dt, iou_type)
 
 
-def hotcoco_stats(gt, dt):
+def hotcoco_stats(gt, dt, iou_type):
     from hotcoco import COCO, COCOeval
 
-    return _cocoeval_stats(COCO, COCOeval, gt, dt)
+    return _cocoeval_stats(COCO, COCOeval, gt, dt, iou_type)
 
 
-def evalengine_compat_stats(gt, dt):
+def evalengine_compat_stats(gt, dt, iou_type):
     """The pycocotools drop-in (``evalengine.compat``) driven as pycocotools is."""
     from evalengine.compat import COCO, COCOeval
 
-    return _cocoeval_stats(COCO, COCOeval, gt, dt)
+    return _cocoeval_stats(COCO, COCOeval, gt, dt, iou_type)
 
 
-def _cocoeval_stats(coco_cls, eval_cls, gt, dt):
+def _cocoeval_stats(coco_cls, eval_cls, gt, dt, iou_type):
     with contextlib.redirect_stdout(io.StringIO()):
         coco_gt = coco_cls(gt)
         coco_dt = coco_gt.loadRes(dt)
-        ev = eval_cls(coco_gt, coco_dt, "bbox")
+        ev = eval_cls(coco_gt, coco_dt, iou_type)
         ev.evaluate()
         ev.accumulate()
         ev.summarize()
@@ -79,7 +80,7 @@ TOOLS = {
 if __name__ == "__main__":
     tool, gt, dt = sys.argv[1:4]
     started = time.perf_counter()
-    stats = TOOLS[tool](gt, dt)
+    stats = TOOLS[tool](gt, dt, sys.argv[4] if len(sys.argv) > 4 else "bbox")
     print(json.dumps({"tool": tool, "stats": stats, "in_process_seconds": time.perf_counter() - started}), flush=True)
     if tool.startswith("evalengine"):
         from evalengine.cli import end_process

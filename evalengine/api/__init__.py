@@ -220,31 +220,34 @@ def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.
 
 
 def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
-                overwrite: bool = False, progress=None, image_metadata=None, tags: dict | None = None) -> Store:
+                overwrite: bool = False, progress=None, image_metadata=None, tags: dict | None = None,
+                masks: bool = True) -> Store:
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
     :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL),
     streaming the detections into shards. ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to
     the images table; ``tags`` label the run (as :meth:`Store.add_run`'s). ``overwrite`` replaces a store of ours only
     (see :func:`evalengine.store.build.replaced_store`). ``gt_json`` may be a COCO dict and ``dt_path`` results in
-    memory (a list of result dicts, a table, NumPy arrays: :mod:`evalengine.io.memory`)."""
+    memory (a list of result dicts, a table, NumPy arrays: :mod:`evalengine.io.memory`). ``masks=False`` stores no
+    result masks (box evaluation only; a result file of box results then parses none)."""
     keep_freed_memory()
     check_name("run", run)
     check_tags(tags or {})
     with as_files(gt_json, dt_path) as (gt_file, dt_file):
         return _ingest_coco(gt_file, dt_file, store, n_shards, run, overwrite, progress, image_metadata, tags,
-                            {"gt": describe(gt_json), run: describe(dt_path)})
+                            {"gt": describe(gt_json), run: describe(dt_path)}, masks)
 
 
-def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, image_metadata, tags, provenance):
+def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, image_metadata, tags, provenance,
+                 masks):
     replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before any parsing
-    detections = prefetch(dt_path)  # parsed while the ground truth is read
+    detections = prefetch(dt_path, masks)  # parsed while the ground truth is read
     dataset = read_coco_gt(gt_json)
     if image_metadata is not None:
         dataset = with_image_metadata(dataset, image_metadata)
     shards = n_shards or default_shard_count(max(estimate_rows(dt_path), dataset.gt.height))
     layout = create_store(
         store, dataset.images, dataset.categories, dataset.gt,
-        {run: iter_detections(dt_path, dataset, prefetched=detections)},
+        {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)},
         n_shards=shards, provenance=provenance, overwrite=overwrite, progress=progress,
         tags={run: tags or {}},
     )
@@ -299,11 +302,16 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     total = count_rows(dt_path) if is_path(dt_path) else None
     with phases.phase("ingest", total=total, unit="detections") as advance:
         opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store",
-                             n_shards=n_shards, progress=advance)
+                             n_shards=n_shards, progress=advance, masks=folder is None or _reads_masks(protocol))
     evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, **schedule)
     if folder is not None:
         evaluation.keep_alive.append(folder)
     return evaluation
+
+
+def _reads_masks(protocol: CocoProtocol | None) -> bool:
+    """Whether ``protocol`` matches masks: a one-shot evaluation that does not keep its store stores none otherwise."""
+    return protocol is not None and protocol.iou_type in ("segm", "boundary")
 
 
 class _TemporaryFolder:

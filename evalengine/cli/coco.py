@@ -18,7 +18,7 @@ def _cmd_ingest(args) -> str:
     with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
         store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
                                 overwrite=args.overwrite, progress=advance, image_metadata=args.image_metadata,
-                                tags=api.parse_tags(args.tag))
+                                tags=api.parse_tags(args.tag), masks=not args.no_masks)
     text = f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})"
     return options.profiled(args, timed, text)
 
@@ -78,6 +78,8 @@ def add_ingest(sub) -> None:
     ingest_coco.add_argument("--shards", type=options.positive_int, default=None)
     ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
     ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    ingest_coco.add_argument("--no-masks", action="store_true",
+                             help="store no result masks (box evaluation only: a file of box results parses none)")
     ingest_coco.add_argument("--image-metadata", default=None, metavar="FILE",
                              help="CSV or Parquet table keyed by image_id whose columns are added to the images")
     options.tag_args(ingest_coco)

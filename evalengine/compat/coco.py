@@ -190,7 +190,7 @@ class COCO:
         state = self._engine or {}
         annotations = id(self.dataset.get("annotations"))
         if "frames" in state and state.get("of") == annotations and (
-                not masks or any("mask_counts" in frame.columns for frame in state["frames"])):
+                not masks or any("mask_rle" in frame.columns for frame in state["frames"])):
             return state["frames"], state["ids"]
         if state.get("masked_of") == annotations and masks:
             return state["masked"]

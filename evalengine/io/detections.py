@@ -23,7 +23,10 @@ with ``keypoints``, area and box from their extent. Detections of categories abs
 import json
 import mmap
 import os
+import queue
+import threading
 import warnings
+import weakref
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
@@ -37,7 +40,7 @@ from evalengine.errors import InputError, InputWarning, first_line
 from evalengine import schema
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
 from evalengine.io.json_read import read_json_objects
-from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks, jsonl_chunks
+from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks, jsonl_chunks, list_sample
 from evalengine.io.json_text import TextError
 from evalengine.io.masks import SEGMENTATION, box_polygon, check_keypoints, masks, segmentation_text
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
@@ -91,34 +94,98 @@ def _columns(path: Path, names) -> list:
     return wanted + shapes
 
 
-def result_fields(path) -> dict:
+def result_fields(path, masks: bool = True) -> dict:
     """The fields read of a COCO result file: a result's, and ``segmentation`` and ``keypoints`` where the file holds
-    the key (a byte search, so that a file of boxes reads, and stores, no shape columns)."""
+    the key (a byte search, so that a file of boxes reads, and stores, no shape columns). Without ``masks``, no
+    ``segmentation`` where the first result has a box (:func:`result_kind`: the masks then decide nothing)."""
     if not os.path.getsize(path):
         return dict(RESULT_FIELDS)
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        return {**RESULT_FIELDS, **{c: t for c, t in SHAPE_FIELDS.items() if view.find(f'"{c}"'.encode()) >= 0}}
+        fields = {**RESULT_FIELDS, **{c: t for c, t in SHAPE_FIELDS.items() if view.find(f'"{c}"'.encode()) >= 0}}
+    if not masks and "segmentation" in fields and _first_result_kind(Path(path)) == "bbox":
+        del fields["segmentation"]
+    return fields
 
 
-def prefetch(path) -> Future | None:
-    """Start parsing a COCO result file that fits in one chunk on a background thread, so that it overlaps with
-    reading the ground truth (whose first numba call loads the runtime, ~0.8 s); pass the result to
-    :func:`iter_detections`. None for other files, which are streamed."""
-    path = Path(path)
-    if not (path.is_file() and path.suffix.lower() == ".json" and path.stat().st_size <= CHUNK_BYTES):
+def _first_result_kind(path: Path) -> str | None:
+    """:func:`result_kind` of the file's first result, None where it does not read as one (the reader says why)."""
+    try:
+        if path.suffix.lower() == ".json":
+            first = json.loads(list_sample(path, (0, path.stat().st_size), n_objects=1, max_bytes=2**20))
+        else:
+            with open(path, "rb") as handle:
+                first = [json.loads(handle.readline())]
+    except ValueError:
         return None
+    return result_kind(first[0]) if first and isinstance(first[0], dict) else None
+
+
+def prefetch(path, masks: bool = True):
+    """Start parsing a COCO result file on a background thread, so that it overlaps with reading the ground truth
+    (whose first numba call loads the runtime, ~0.8 s; its polygons are rasterised on one core); pass the result to
+    :func:`iter_detections`. A file that fits in one chunk is parsed whole; a larger one is read ahead by
+    :class:`_ReadAhead`. None for other formats, which are streamed. ``masks``: :func:`result_fields`'."""
+    path = Path(path)
+    if not (path.is_file() and path.suffix.lower() == ".json"):
+        return None
+    fields = result_fields(path, masks)
+    if path.stat().st_size > CHUNK_BYTES:
+        return _ReadAhead(path, fields)
     pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(lambda: list(parsed_in_parallel(path, result_fields(path), "detection")))
+    future = pool.submit(lambda: list(parsed_in_parallel(path, fields, "detection")))
     pool.shutdown(wait=False)
     return future
 
 
-def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) -> Iterator[pl.DataFrame]:
+class _ReadAhead:
+    """The chunks of a large result file parsed on a thread of their own, at most one chunk ahead of the reader (and
+    the chunks :func:`parsed_in_parallel` holds): memory stays bounded by the chunk size. An error is raised where
+    the chunk it is in would have been read; a reader that stops early, or drops this object unread (the ground
+    truth was refused), stops the thread."""
+
+    def __init__(self, path: Path, fields: dict):
+        self._ready, self._stop = queue.Queue(maxsize=1), threading.Event()
+        weakref.finalize(self, self._stop.set)
+        threading.Thread(target=_read_ahead, args=(path, fields, self._ready, self._stop), daemon=True).start()
+
+    def result(self) -> Iterator[pl.DataFrame]:
+        try:
+            while (item := self._ready.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self._stop.set()
+
+
+def _read_ahead(path: Path, fields: dict, ready: queue.Queue, stop: threading.Event) -> None:
+    """:class:`_ReadAhead`'s thread: every chunk, then None (or the error) into ``ready`` until ``stop``."""
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    try:  # closed in this thread: the parser holds a thread pool
+        with closing(parsed_in_parallel(path, fields, "detection")) as chunks:
+            for chunk in chunks:
+                if not put(chunk):
+                    return
+    except BaseException as exc:  # noqa: BLE001 - handed to the reader, which raises it
+        put(exc)
+        return
+    put(None)
+
+
+def _raw_batches(path: Path, batch_rows: int, prefetched=None, masks: bool = True) -> Iterator[pl.DataFrame]:
     kind = _format(path)
     if prefetched is not None:
         yield from prefetched.result()
     elif kind == ".json":
-        yield from parsed_in_parallel(path, result_fields(path), "detection")
+        yield from parsed_in_parallel(path, result_fields(path, masks), "detection")
     elif kind == ".parquet":
         try:  # Polars' streaming reader decodes on every core (pyarrow's batch iterator on one: 2.5x slower)
             lazy = pl.scan_parquet(path)
@@ -128,7 +195,7 @@ def _raw_batches(path: Path, batch_rows: int, prefetched: Future | None = None) 
             raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from None
     else:
         fields = json_lines_fields(path, _columns)
-        yield from parsed_in_parallel(path, {**fields, **{c: t for c, t in result_fields(path).items()
+        yield from parsed_in_parallel(path, {**fields, **{c: t for c, t in result_fields(path, masks).items()
                                                           if c in SHAPE_FIELDS}}, "detection", lines=True)
 
 
@@ -191,9 +258,13 @@ def result_kind(first: dict) -> str:
                  if first.get(field) is not None), "bbox")
 
 
-def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset, kind: str) -> pl.DataFrame:
+def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset, kind: str,
+               keep_masks: bool = True) -> pl.DataFrame:
     """Validate one batch and bring it to :data:`evalengine.schema.DT` (and the shape columns of the file's fields),
-    read as ``kind`` (:func:`result_kind`)."""
+    read as ``kind`` (:func:`result_kind`); without ``keep_masks``, none of the mask columns (the masks are read only
+    where they give the boxes and areas)."""
+    if not keep_masks and kind == "bbox":
+        raw = raw.drop("segmentation", strict=False)
     frame = raw.with_row_index("det_id", offset=offset + 1).with_columns(pl.col("det_id").cast(pl.Int64))
     row = pl.col("det_id")
     what = "detection at position"
@@ -236,7 +307,7 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset,
     area = pl.Series(shaped.area()) if kind == "segm" else pl.col("w") * pl.col("h")
     frame = frame.select("det_id", "image_id", "category_id", "score", *BOX_COLUMNS,
                          area.cast(pl.Float64).alias("area"), *[c for c in schema.KEYPOINTS if c in frame.columns])
-    return pl.concat([frame, shaped.columns], how="horizontal") if shaped is not None else frame
+    return pl.concat([frame, shaped.columns], how="horizontal") if shaped is not None and keep_masks else frame
 
 
 def _checked_boxes(frame: pl.DataFrame, path: Path, what: str, row: pl.Expr) -> pl.DataFrame:
@@ -249,20 +320,20 @@ def _checked_boxes(frame: pl.DataFrame, path: Path, what: str, row: pl.Expr) -> 
 
 
 def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS,
-                    prefetched: Future | None = None) -> Iterator[pl.DataFrame]:
+                    prefetched=None, masks: bool = True) -> Iterator[pl.DataFrame]:
     """Validated detection batches of at most ``batch_rows`` rows (schema :data:`evalengine.schema.DT`, and the
-    shape columns where the file has shapes)."""
+    shape columns where the file has shapes; without ``masks``, no mask columns: for box evaluation only)."""
     path = Path(path)
     known = dataset.categories.get_column("category_id").implode()
     n_rows, unknown, kind = 0, {}, None
     # closed here, not by the garbage collector: a half-read JSON file holds a thread pool, which must not be
     # shut down from whatever thread happens to collect it
-    with closing(_raw_batches(path, batch_rows, prefetched)) as raw_batches:
+    with closing(_raw_batches(path, batch_rows, prefetched, masks)) as raw_batches:
         for raw in raw_batches:
             if not raw.height:  # an empty list (or chunk) is no batch
                 continue
             kind = kind or result_kind(raw.row(0, named=True))
-            batch = _normalise(raw, path, n_rows, dataset, kind)
+            batch = _normalise(raw, path, n_rows, dataset, kind, masks)
             n_rows += raw.height
             for cat, count in batch.filter(~pl.col("category_id").is_in(known)).get_column("category_id").value_counts().iter_rows():
                 unknown[cat] = unknown.get(cat, 0) + count

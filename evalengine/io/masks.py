@@ -3,7 +3,7 @@
 A segmentation is read as its JSON text (:data:`SEGMENTATION`; a Parquet struct ``{size, counts}`` is written back as
 one) and becomes what pycocotools ``annToRLE`` makes of it, in the image's size: a polygon list is rasterised part by
 part and merged (``frPyObjects`` + ``merge``), an uncompressed RLE (``counts`` a list) and a compressed one (a string)
-are taken as they are. The RLE format and pycocotools' rasterisation are :mod:`evalengine.io.rle`'s (a list whose
+are taken as they are. It is stored as a compressed string (``rleToString``; a compressed input's own string). The RLE format and pycocotools' rasterisation are :mod:`evalengine.io.rle`'s (a list whose
 first polygon has 4 numbers is boxes, as faster-coco-eval reads it).
 
 Where pycocotools refuses an input, faster-coco-eval's and hotcoco's rule is kept where they agree: ``[]`` is an
@@ -34,22 +34,25 @@ _UINT32 = 2**32
 
 @dataclass(frozen=True)
 class Masks:
-    """The masks of a frame's rows: the store's columns, and the run lengths (``counts[offsets[i]:offsets[i+1]]``
-    of row ``i``, empty where it has no mask) for what is computed from them."""
+    """The masks of a frame's rows as the store's columns (``mask_rle``: :data:`evalengine.schema.MASK`), decoded
+    only for what is computed from them."""
 
     columns: pl.DataFrame  # schema.MASK
-    counts: np.ndarray
-    offsets: np.ndarray
     height: np.ndarray
     width: np.ndarray
 
+    def _runs(self) -> tuple:
+        """``(counts, offsets)``: row ``i``'s run lengths are ``counts[offsets[i]:offsets[i+1]]`` (none without a
+        mask)."""
+        return rle.decode_strings(self.columns.get_column("mask_rle").to_arrow())
+
     def area(self) -> np.ndarray:
         """pycocotools ``maskUtils.area`` of each row's mask."""
-        return rle.area(self.counts, self.offsets)
+        return rle.area(*self._runs())
 
     def bbox(self) -> np.ndarray:
         """pycocotools ``maskUtils.toBbox`` of each row's mask, ``(n, 4)``."""
-        return rle.to_bbox(self.counts, self.offsets, self.height, self.width)
+        return rle.to_bbox(*self._runs(), self.height, self.width)
 
 
 def _reader_keeps_backslashes() -> bool:
@@ -125,7 +128,8 @@ def _flat(column: pl.Series) -> tuple:
 
 
 def _polygon_masks(rows: pl.DataFrame, path, what: str) -> tuple:
-    """``(rows, counts, offsets)`` of polygon rows: every part rasterised in the image's size, the parts merged."""
+    """``(rows, strings)`` of polygon rows: every part rasterised in the image's size, the parts merged, compressed
+    (``rleToString``)."""
     parts, n_parts = _flat(rows.get_column("polygon"))
     coords, part_len = _flat(pl.Series(parts))
     coords = coords.to_numpy(zero_copy_only=False).astype(np.float64)  # a null coordinate is NaN here
@@ -138,7 +142,7 @@ def _polygon_masks(rows: pl.DataFrame, path, what: str) -> tuple:
         raise InputError(f"{path}: {what} {rows.get_column('_id')[bad]}: 'segmentation' {_polygon_problem(polygon)}")
     h, w = _sizes(rows)
     counts, offsets = rle.from_polygons(coords, part_offsets, row_parts, h, w)
-    return rows.get_column("_row"), counts, offsets
+    return rows.get_column("_row"), rle.encode_strings(counts, offsets, arrow=True)
 
 
 def _polygon_problem(polygon: list) -> str:
@@ -154,7 +158,8 @@ def _polygon_problem(polygon: list) -> str:
 
 
 def _rle_masks(rows: pl.DataFrame, kind: str, path, what: str) -> tuple:
-    """``(rows, counts, offsets)`` of RLE rows, checked: the image's size, counts that sum to its area."""
+    """``(rows, strings)`` of RLE rows, checked (the image's size, counts that sum to its area) and compressed: an
+    uncompressed one by ``rleToString``, a compressed one as given."""
     size, counts = pl.col("_rle").struct.field("size"), pl.col("_rle").struct.field("counts")
     _reject(rows, size.is_null() | (size.list.len() != 2) | counts.is_null(), path, what,
             "'segmentation' is not an RLE {size: [h, w], counts}")
@@ -162,6 +167,7 @@ def _rle_masks(rows: pl.DataFrame, kind: str, path, what: str) -> tuple:
             "'segmentation' RLE size differs from its image's [height, width]",
             shown=pl.format("[{}, {}], the image's [{}, {}]", size.list.get(0), size.list.get(1), "_h", "_w"))
     given = rows.get_column("_rle").struct.field("counts")
+    h, w = _sizes(rows)
     if kind == "uncompressed":
         values, lengths = _flat(given)
         values = values.to_numpy(zero_copy_only=False)
@@ -171,46 +177,41 @@ def _rle_masks(rows: pl.DataFrame, kind: str, path, what: str) -> tuple:
             raise InputError(f"{path}: {what} {rows.get_column('_id')[row]}: 'segmentation' RLE counts must be "
                              "integers in [0, 2**32)")
         values, offsets = values.astype(np.uint32), np.concatenate([[0], np.cumsum(lengths)])
+        strings, bad = rle.encode_strings(values, offsets, arrow=True), rle.first_bad_counts(values, offsets, h, w)
     else:
-        # rleFrString's characters are '0'..'o' (5 bits and 0x20 for "more"); the last one must end its value
-        _reject(rows, counts.str.contains(r"[^0-o]|[P-o]$"), path, what,
-                "'segmentation' counts is not a compressed RLE string", shown=counts)
-        values, offsets = rle.decode_strings(given.to_arrow())
-    h, w = _sizes(rows)
-    bad = rle.first_bad_counts(values, offsets, h, w)
+        strings = given.to_arrow()
+        malformed, bad = rle.first_bad_strings(strings, h, w)
+        if malformed >= 0:  # rleFrString's characters are '0'..'o' (5 bits and 0x20 for "more"): the last ends a value
+            _reject(rows, counts.str.contains(r"[^0-o]|[P-o]$"), path, what,
+                    "'segmentation' counts is not a compressed RLE string", shown=counts)
     if bad >= 0:
-        total = int(values[offsets[bad]:offsets[bad + 1]].sum(dtype=np.int64))
+        total = int(rle.decode_strings(strings[bad:bad + 1])[0].sum(dtype=np.int64))
         raise InputError(f"{path}: {what} {rows.get_column('_id')[bad]}: 'segmentation' RLE counts sum to {total}, "
                          f"not height x width = {h[bad] * w[bad]}")
-    return rows.get_column("_row"), values, offsets
+    return rows.get_column("_row"), strings
 
 
 def _assembled(frame: pl.DataFrame, polygon: pl.DataFrame, parts: list) -> Masks:
-    """Every row's mask in row order (each part holds some rows' masks)."""
+    """Every row's mask in row order (each part holds some rows' masks as compressed strings)."""
     n = frame.height
     whole = [part for part in parts if len(part[0]) == n]
     if whole:  # one form for every row (rows in order): as it is
-        _, counts, offsets = whole[0]
-        has = np.ones(n, bool)
+        strings, has = whole[0][1], np.ones(n, bool)
     else:
-        lengths, has = np.zeros(n, np.int64), np.zeros(n, bool)
-        for rows, _, own in parts:
-            lengths[rows.to_numpy()] = np.diff(own)
-            has[rows.to_numpy()] = True
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        counts = np.empty(offsets[-1], np.uint32)
-        for rows, values, own in parts:
-            starts = offsets[rows.to_numpy()] - own[:-1]
-            counts[np.repeat(starts, np.diff(own)) + np.arange(own[-1])] = values
-    mask_counts = pl.from_arrow(pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(counts),
-                                                              mask=pa.array(~has)))
+        at, done = np.full(n, -1, np.int64), 0
+        for rows, given in parts:
+            at[rows.to_numpy()] = done + np.arange(len(rows))
+            done += len(rows)
+        has = at >= 0
+        strings = pa.concat_arrays([given.cast(pa.large_string()) for _, given in parts]).take(
+            pa.array(at, mask=~has))
     shaped = pl.Series(has)
     columns = frame.select(
         pl.when(shaped).then(pl.col("_h")).alias("mask_h"),
         pl.when(shaped).then(pl.col("_w")).alias("mask_w"),
-    ).with_columns(mask_counts.alias("mask_counts"), _polygons(n, polygon)).cast(schema.MASK)
+    ).with_columns(pl.from_arrow(strings).alias("mask_rle"), _polygons(n, polygon)).cast(schema.MASK)
     h, w = _sizes(frame)
-    return Masks(columns=columns, counts=counts, offsets=offsets, height=h, width=w)
+    return Masks(columns=columns, height=h, width=w)
 
 
 def _polygons(n: int, polygon: pl.DataFrame) -> pl.Series:

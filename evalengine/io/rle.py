@@ -109,17 +109,21 @@ def _binary_array(strings) -> pa.Array:
     return pa.array(strings, pa.large_binary()).fill_null(b"")
 
 
+def _bytes(strings) -> tuple:
+    """``(data, bounds)`` of strings (:func:`decode_strings`): string ``r`` is ``data[bounds[r]:bounds[r + 1]]``."""
+    arr = _binary_array(strings)
+    bounds = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = arr.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
+    return data, np.ascontiguousarray(bounds)
+
+
 def decode_strings(strings):
     """``(counts, offsets)`` of compressed COCO strings (pycocotools ``rleFrString``): a list of str / bytes or a
     pyarrow string or binary array (a null is an empty string)."""
-    arr = _binary_array(strings)
-    n = len(arr)
-    if n == 0:
+    if len(strings) == 0:
         return np.zeros(0, np.uint32), np.zeros(1, np.int64)
-    bounds = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + n + 1]
-    data = arr.buffers()[2]
-    data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
-    return _decode_kernel(data, np.ascontiguousarray(bounds))
+    return _decode_kernel(*_bytes(strings))
 
 
 def encode_strings(counts, offsets, arrow: bool = False):
@@ -285,6 +289,48 @@ def first_bad_counts(counts, offsets, h, w) -> int:
     """The first row whose runs do not sum to ``h·w`` (pycocotools would read past the mask), or -1."""
     return int(_first_bad_sum(np.asarray(counts, np.uint32), np.asarray(offsets, np.int64),
                               np.asarray(h, np.int64), np.asarray(w, np.int64)))
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_bad_strings_kernel(data, bounds, h, w):
+    """:func:`first_bad_strings` in one pass, decoding as :func:`_decode_kernel` without keeping the runs."""
+    malformed, bad_sum = -1, -1
+    for r in range(bounds.size - 1):
+        p0, p1 = bounds[r], bounds[r + 1]
+        if malformed < 0 and p1 > p0 and data[p1 - 1] >= 80:  # 'P'..'o': the last value continues
+            malformed = r
+        total, before, last, m, x, k = np.int64(0), np.int64(0), np.int64(0), 0, np.int64(0), 0
+        for p in range(p0, p1):
+            if data[p] < 48 or data[p] > 111:
+                if malformed < 0:
+                    malformed = r
+                break
+            c = np.int64(data[p]) - 48
+            x |= (c & 0x1F) << min(5 * k, 63)
+            k += 1
+            if not c & 0x20:
+                if c & 0x10:
+                    x |= np.int64(-1) << min(5 * k, 63)
+                if m > 2:
+                    x += before
+                value = x & _U32
+                total, before, last, m, x, k = total + value, last, value, m + 1, np.int64(0), 0
+        if bad_sum < 0 and total != h[r] * w[r]:
+            bad_sum = r
+        if malformed >= 0:
+            break
+    return malformed, bad_sum
+
+
+def first_bad_strings(strings, h, w) -> tuple:
+    """``(malformed, bad_sum)``: the first compressed string with a character outside ``0``…``o`` or whose last
+    character continues a value (``rleFrString`` would read past it), and the first whose runs do not sum to ``h·w``
+    (:func:`first_bad_counts` of :func:`decode_strings`), each -1 if none; what is found after the first malformed
+    one is not looked at. The strings are not decoded into memory."""
+    if len(strings) == 0:
+        return -1, -1
+    malformed, bad_sum = _first_bad_strings_kernel(*_bytes(strings), np.asarray(h, np.int64), np.asarray(w, np.int64))
+    return int(malformed), int(bad_sum)
 
 
 MAX_COORDINATE = 1e8  # |x|, |y| beyond: pycocotools' 32-bit ints overflow (and one segment would be 5e8 points)

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalengine import schema
-from evalengine.errors import ProtocolError
+from evalengine.errors import ProtocolError, StoreError
 from evalengine.geometry.boundary import boundaries
 from evalengine.geometry.box_iou import block_offsets
 from evalengine.geometry.masks import mask_iou_blocks, spans
@@ -28,8 +28,8 @@ from evalengine.store.shards import scan_shards
 # the shape columns each iou type reads, per side (schema.MASK, schema.GT_KEYPOINTS / KEYPOINTS)
 SHAPE_COLUMNS = {
     "bbox": {"gt": (), "dt": ()},
-    "segm": {"gt": ("mask_h", "mask_w", "mask_counts"), "dt": ("mask_h", "mask_w", "mask_counts")},
-    "boundary": {"gt": ("mask_h", "mask_w", "mask_counts"), "dt": ("mask_h", "mask_w", "mask_counts")},
+    "segm": {"gt": ("mask_h", "mask_w", "mask_rle"), "dt": ("mask_h", "mask_w", "mask_rle")},
+    "boundary": {"gt": ("mask_h", "mask_w", "mask_rle"), "dt": ("mask_h", "mask_w", "mask_rle")},
     "keypoints": {"gt": ("keypoints", "num_keypoints"), "dt": ("keypoints",)},
 }
 _WHAT = {"segm": "masks ('segmentation')", "boundary": "masks ('segmentation')", "keypoints": "keypoints"}
@@ -43,11 +43,15 @@ def shape_tables(layout, run: str, iou_type: str, files: dict) -> list:
     origin, stored = sources(layout, run), []
     for side, file in files.items():
         needed = SHAPE_COLUMNS[iou_type][side]
-        missing = [c for c in needed if c not in pl.scan_parquet(str(file)).collect_schema()]
+        names = pl.scan_parquet(str(file)).collect_schema().names()
+        missing = [c for c in needed if c not in names]
         if not missing:
             stored += [side] if needed else []
             continue
         folder = layout.paths.gt if side == "gt" else layout.paths.dt(run)
+        if schema.LEGACY_MASK in names:
+            raise StoreError(f"{folder}: masks stored as run lengths ('{schema.LEGACY_MASK}') by an earlier "
+                             "evalengine, which now stores compressed RLE ('mask_rle'); ingest the files again")
         if scan_shards(folder).select(pl.len()).collect().item():
             whose = "the ground truth" if side == "gt" else f"run '{run}'"
             raise ProtocolError(f"{origin[side]}: {whose} has no {_WHAT[iou_type]}, which iou_type '{iou_type}' "
@@ -92,20 +96,36 @@ def sources(layout, run: str) -> dict:
     return {"gt": provenance.get("gt") or str(layout.root), "dt": provenance.get(run) or str(layout.root)}
 
 
-def _masks(frame: pl.DataFrame, where: tuple, iou_type: str, boundary: bool = False) -> tuple:
-    """``(counts, span, box, area, band)`` of the rows' masks (``rleToBbox``, ``rleArea``; ``band``: the boundary
-    bands' ``(counts, span)`` when ``boundary``); a row without one refused."""
-    _refuse(frame, frame.get_column("mask_counts").is_null().to_numpy(), where,
+def _masks(frame: pl.DataFrame, paired: np.ndarray, where: tuple, iou_type: str, boundary: bool = False) -> tuple:
+    """``(counts, span, box, area, band)`` of the rows' masks (stored compressed: ``rleFrString``; then ``rleToBbox``,
+    ``rleArea``; ``band``: the boundary bands' ``(counts, span)`` when ``boundary``); a row without one refused. Only
+    the ``paired`` rows (:func:`_paired`) are decoded: the others are never compared (empty runs, a zero box)."""
+    _refuse(frame, frame.get_column("mask_rle").is_null().to_numpy(), where,
             f"has no 'segmentation', which iou_type '{iou_type}' needs")
-    counts, span = _rows(frame, "mask_counts")
-    counts = counts.astype(np.uint32, copy=False)
-    offsets = np.append(span[:, 0], span[-1, 1] if len(span) else 0)
-    h, w = (frame.get_column(c).to_numpy().astype(np.int64) for c in ("mask_h", "mask_w"))
+    rows = np.flatnonzero(paired)
+    counts, offsets = rle.decode_strings(frame.get_column("mask_rle").to_arrow().take(pa.array(rows)))
+    h, w = (frame.get_column(c).to_numpy()[rows].astype(np.int64) for c in ("mask_h", "mask_w"))
+    n = frame.height
+    span, box, area = np.zeros((n, 2), np.int64), np.zeros((n, 4)), np.zeros(n, np.int64)
+    span[rows], box[rows], area[rows] = spans(offsets), rle.to_bbox(counts, offsets, h, w), rle.area(counts, offsets)
     band = None
     if boundary:
         band_counts, band_offsets = boundaries(counts, offsets, h, w)
-        band = (band_counts, spans(band_offsets))
-    return counts, span, rle.to_bbox(counts, offsets, h, w), rle.area(counts, offsets), band
+        band_span = np.zeros((n, 2), np.int64)
+        band_span[rows] = spans(band_offsets)
+        band = (band_counts, band_span)
+    return counts, span, box, area, band
+
+
+def _paired(n: int, starts: np.ndarray, lengths: np.ndarray, other_lengths: np.ndarray) -> np.ndarray:
+    """Whether each of a side's ``n`` rows shares a group with a row of the other side (group ``k`` holds the rows
+    ``starts[k]:starts[k] + lengths[k]``): in COCO-shaped results most detections have no ground truth of their class
+    in their image, and their masks are never compared."""
+    keep = (lengths > 0) & (other_lengths > 0)
+    edges = np.zeros(n + 1, np.int64)
+    np.add.at(edges, starts[keep], 1)
+    np.add.at(edges, starts[keep] + lengths[keep], -1)
+    return np.cumsum(edges[:-1]) > 0
 
 
 def mask_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol, where: dict):
@@ -113,8 +133,11 @@ def mask_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, gr
     ``boundary``, boundary IoU as the authors' ``computeBoundaryIoU`` (dilation ratio 0.02: the smaller of the mask
     and boundary IoUs, the mask's for a crowd ground truth; :mod:`evalengine.geometry.boundary`)."""
     boundary = protocol.iou_type == "boundary"
-    g_counts, g_span, g_box, _, g_band = _masks(gt, where["gt"], protocol.iou_type, boundary)
-    d_counts, d_span, d_box, d_area, d_band = _masks(dt, where["dt"], protocol.iou_type, boundary)
+    gt_start, gt_len, dt_start, dt_len = groups
+    g_counts, g_span, g_box, _, g_band = _masks(gt, _paired(gt.height, gt_start, gt_len, dt_len), where["gt"],
+                                                protocol.iou_type, boundary)
+    d_counts, d_span, d_box, d_area, d_band = _masks(dt, _paired(dt.height, dt_start, dt_len, gt_len), where["dt"],
+                                                     protocol.iou_type, boundary)
     bands = (*d_band, *g_band) if boundary else None
     return lambda lo, hi: mask_iou_blocks(d_counts, d_span, d_box, d_area, g_counts, g_span, g_box, gt_crowd,
                                           *groups, lo, hi, bands)

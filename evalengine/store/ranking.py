@@ -6,7 +6,7 @@ proposals are put in its order (by score, descending or ascending, as given, or 
 permutation for unscored baselines); duplicates are removed *after* ordering and *before* the top-N cut,
 keeping the first occurrence under the key ``(round(x1), round(y1), ceil(x2), ceil(y2))`` (MATLAB's
 round: half away from zero). Ties in score keep the given order (MATLAB's sort is stable). A run of masks (segmented
-proposals, :data:`evalengine.schema.MASK` columns) is de-duplicated by mask: a proposal whose run lengths equal an
+proposals, :data:`evalengine.schema.MASK` columns) is de-duplicated by mask: a proposal whose compressed RLE equals an
 earlier one's of its image.
 """
 
@@ -53,7 +53,7 @@ def _random_key(frame: pl.DataFrame, seed: int) -> np.ndarray:
 
 def stored_schema(frame: pl.DataFrame | None) -> dict:
     """The stored table's schema: :data:`evalengine.schema.PROPOSALS`, and the mask columns where ``frame`` has them."""
-    masks = frame is not None and "mask_counts" in frame.columns
+    masks = frame is not None and "mask_rle" in frame.columns
     return {**schema.PROPOSALS, **(schema.MASK if masks else {})}
 
 
@@ -72,8 +72,8 @@ def rank_proposals(frame: pl.DataFrame, order: ProposalOrder, source: str = "pro
     else:
         keys, descending = ["image_id", "proposal_id"], [False, False]
     frame = frame.sort(keys, descending=descending, maintain_order=True)
-    if order.dedup and "mask_counts" in frame.columns:
-        first = pl.struct("image_id", "mask_counts").is_first_distinct()
+    if order.dedup and "mask_rle" in frame.columns:
+        first = pl.struct("image_id", "mask_rle").is_first_distinct()
     elif order.dedup:
         x2, y2 = pl.col("x") + pl.col("w"), pl.col("y") + pl.col("h")
         key = [pl.col("image_id"), pl.col("x").round(0, mode="half_away_from_zero").alias("k1"),

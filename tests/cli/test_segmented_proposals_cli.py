@@ -95,7 +95,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
                  "--iou-type", "segm", "--budgets", "1")
     assert boxes.returncode == 2 and "Traceback" not in boxes.stderr
     assert boxes.stderr.splitlines()[-1].endswith("has no masks ('segmentation'), which iou_type 'segm' needs "
-                                                  "(missing: mask_h, mask_w, mask_counts)")
+                                                  "(missing: mask_h, mask_w, mask_rle)")
 
 
 def _size(result: dict) -> str:

@@ -80,7 +80,7 @@ def test_a_keypoint_count_other_than_the_sigmas_is_located(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (("--dt", PACKAGE_DATA / "instances_val2014_fakebbox100_results.json", "--iou-type", "segm"),
      ("instances_val2014_fakebbox100_results.json: run 'default' has no masks ('segmentation'), which iou_type 'segm' "
-      "needs (missing: mask_h, mask_w, mask_counts)")),
+      "needs (missing: mask_h, mask_w, mask_rle)")),
     (("--dt", DATA / "cocoapi_fakekeypoints100_dt.json", "--iou-type", "keypoints"),
      "instances_val2014_100.json: the ground truth has no keypoints, which iou_type 'keypoints' needs"),
 ])
@@ -115,3 +115,11 @@ def test_segm_and_bbox_tables_live_side_by_side_in_one_store(tmp_path, capsys):
     assert ap == pytest.approx(masks[0], abs=1e-12)
     status, out, _ = run_cli(capsys, "report", store, "--iou-type", "segm", "--where", "image_id < 200000", "--json")
     assert status == 0 and len(json.loads(out)["stats"]) == 12
+
+
+def test_ingest_without_masks_stores_none(tmp_path, capsys):
+    status, _, _ = run_cli(capsys, "ingest", "coco", "--gt", DATA / "detectron2_gt.json", "--dt",
+                           DATA / "detectron2_dt.json", "--store", tmp_path / "s", "--no-masks")
+    assert status == 0 and "mask_rle" not in api.open(tmp_path / "s").dt().collect_schema()
+    status, _, err = run_cli(capsys, "evaluate", tmp_path / "s", "--iou-type", "segm")
+    assert status == 2 and "run 'default' has no masks ('segmentation')" in err

@@ -121,6 +121,38 @@ def test_prefetched_json_gives_the_same_batches_and_errors(tmp_path):
     assert prefetch(tmp_path / "d.parquet") is None
 
 
+def test_a_large_json_is_read_ahead_in_chunks_with_the_same_batches_and_errors(tmp_path, monkeypatch):
+    """A result file of several chunks is parsed on a thread, a chunk ahead, while the ground truth is read: the same
+    detections, a located error where its chunk is read, and a reader that stops early stops the thread."""
+    import functools
+    import threading
+
+    from evalengine.io import detections, json_scan
+
+    monkeypatch.setattr(detections, "CHUNK_BYTES", 2000)  # the file is read ahead ...
+    monkeypatch.setattr(detections, "json_list_chunks", functools.partial(json_scan.json_list_chunks,
+                                                                          chunk_bytes=2000))  # ... in small chunks
+    dataset = read_coco_gt(PACKAGE_DATA / "instances_val2014_100.json")
+    fetched = detections.prefetch(DT)
+    assert isinstance(fetched, detections._ReadAhead)
+    batches = list(iter_detections(DT, dataset, batch_rows=50, prefetched=fetched))
+    assert len(batches) > 10 and pl.concat(batches).equals(read_detections(DT, dataset))
+    text = DT.read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text(text[:-1] + ', {"image_id": 42, "category_id": 1, "bbox": [0, 0, 1, 1], "score": NaN}]')
+    with pytest.raises(InputError, match=r"bad.json: detection at position 735 \(line 1, column \d+\): 'score' is NaN"):
+        list(iter_detections(bad, dataset, prefetched=detections.prefetch(bad)))
+    before = threading.active_count()
+    stopped = iter_detections(DT, dataset, prefetched=detections.prefetch(DT))
+    next(stopped)
+    stopped.close()
+    for _ in range(100):
+        if threading.active_count() <= before:
+            break
+        threading.Event().wait(0.05)
+    assert threading.active_count() <= before
+
+
 def test_json_list_layouts_parse_alike(tmp_path):
     """A result list of one-line objects is parsed as JSON Lines (on every core); any other layout as a list. Both
     give the same rows, and a separator inside a string cannot split an object."""

@@ -17,7 +17,7 @@ from pycocotools.coco import COCO
 import evalengine
 from evalengine.errors import InputError
 from evalengine.io.coco import read_coco_gt
-from evalengine.io.detections import read_detections
+from evalengine.io.detections import iter_detections, read_detections
 from tests.conftest import DATA, PACKAGE_DATA
 from tests.helpers import run_cli
 
@@ -50,6 +50,11 @@ def rle_counts(rle: dict) -> list:
     return counts
 
 
+def _runs(stored) -> list | None:
+    """The run lengths of a stored ``mask_rle`` (a compressed string), or None."""
+    return None if stored is None else rle_counts({"counts": stored})
+
+
 def _coco(gt: dict) -> COCO:
     with contextlib.redirect_stdout(io.StringIO()):
         coco = COCO()
@@ -70,10 +75,10 @@ def _stored(frame: pl.DataFrame, key: str) -> dict:
 def _check_gt(gt: dict, dataset) -> None:
     coco, rows = _coco(gt), _stored(dataset.gt, "gt_id")
     with_segm = [ann for ann in gt["annotations"] if ann.get("segmentation") is not None]
-    assert ("mask_counts" in dataset.gt.columns) == bool(with_segm)
+    assert ("mask_rle" in dataset.gt.columns) == bool(with_segm)
     for ann in with_segm:
         row, image = rows[ann["id"]], coco.imgs[ann["image_id"]]
-        assert row["mask_counts"] == rle_counts(coco.annToRLE(ann)), ann["id"]
+        assert _runs(row["mask_rle"]) == rle_counts(coco.annToRLE(ann)), ann["id"]
         assert (row["mask_h"], row["mask_w"]) == (image["height"], image["width"])
         assert row["polygon"] == (ann["segmentation"] if isinstance(ann["segmentation"], list) else None)
         assert row["area"] == ann["area"]
@@ -87,13 +92,15 @@ def _check_dt(coco_gt: COCO, dt: list, stored: pl.DataFrame) -> None:
     res, rows = _load_res(coco_gt, dt), _stored(stored, "det_id")
     assert len(rows) == len(res.anns)
     has_masks = any("segmentation" in ann for ann in dt)
-    assert ("mask_counts" in stored.columns) == has_masks
+    assert ("mask_rle" in stored.columns) == has_masks
     for ann_id, ann in res.anns.items():
         row = rows[ann_id]
         assert row["area"] == float(ann["area"]), ann_id
         assert [row[c] for c in "xywh"] == [float(v) for v in ann["bbox"]], ann_id
         if has_masks:
-            assert row["mask_counts"] == (rle_counts(res.annToRLE(ann)) if "segmentation" in ann else None), ann_id
+            assert _runs(row["mask_rle"]) == (rle_counts(res.annToRLE(ann)) if "segmentation" in ann else None), ann_id
+            if isinstance(ann.get("segmentation"), dict) and isinstance(ann["segmentation"]["counts"], str):
+                assert row["mask_rle"] == ann["segmentation"]["counts"], ann_id  # a compressed string as given
             segm = ann.get("segmentation")
             assert row["polygon"] == (segm if isinstance(segm, list) else None), ann_id
         if "keypoints" in ann:
@@ -201,7 +208,7 @@ def _write(tmp_path, gt: dict, dt: list | None = None):
 def test_an_empty_segmentation_is_an_empty_mask(tmp_path):
     """pycocotools and faster-coco-eval fail on ``"segmentation": []`` (IndexError); hotcoco reads an empty mask."""
     gt_path, _ = _write(tmp_path, _gt([]))
-    assert read_coco_gt(gt_path).gt.get_column("mask_counts").to_list() == [[120]]
+    assert list(map(_runs, read_coco_gt(gt_path).gt.get_column("mask_rle"))) == [[120]]
 
 
 def test_a_first_polygon_of_four_numbers_is_boxes_as_faster_coco_eval_reads_it(tmp_path):
@@ -211,7 +218,7 @@ def test_a_first_polygon_of_four_numbers_is_boxes_as_faster_coco_eval_reads_it(t
     segmentation = [[1, 1, 5, 5], [2, 6, 3, 2]]
     gt_path, _ = _write(tmp_path, _gt(segmentation))
     want = rle_counts(fce_mask.merge(fce_mask.frPyObjects(segmentation, 10, 12)))
-    assert read_coco_gt(gt_path).gt.get_column("mask_counts").to_list() == [want]
+    assert list(map(_runs, read_coco_gt(gt_path).gt.get_column("mask_rle"))) == [want]
 
 
 def test_results_of_polygons_or_uncompressed_rle_without_box_take_area_and_box_from_the_mask(tmp_path):
@@ -226,7 +233,7 @@ def test_results_of_polygons_or_uncompressed_rle_without_box_take_area_and_box_f
     dt = read_detections(dt_path, read_coco_gt(gt_path))
     area, bbox = float(mask_utils.area(rle)), mask_utils.toBbox(rle).tolist()
     assert dt.select("area", "x", "y", "w", "h").rows() == [(area, *bbox)] * 2
-    assert dt.get_column("mask_counts").to_list() == [rle_counts(rle)] * 2
+    assert list(map(_runs, dt.get_column("mask_rle"))) == [rle_counts(rle)] * 2
 
 
 def test_keypoints_are_stored_as_given(tmp_path):
@@ -238,7 +245,7 @@ def test_keypoints_are_stored_as_given(tmp_path):
     # loadRes: the box of every keypoint, the invisible one at (0, 0) included
     assert dt.select("keypoints", "x", "y", "w", "h", "area").rows() == [
         ([1.0, 2.0, 1.0, 5.0, 7.0, 2.0, 0.0, 0.0, 0.0], 0.0, 0.0, 5.0, 7.0, 35.0)]
-    assert "mask_counts" not in dt.columns
+    assert "mask_rle" not in dt.columns
 
 
 # ------------------------------------------------------------------------------------------------------ bad input
@@ -323,12 +330,51 @@ def test_the_store_keeps_masks_and_a_box_store_has_no_mask_columns(tmp_path):
     assert stored_gt.select(dataset.gt.columns).equals(dataset.gt.sort("gt_id"))
     want = read_detections(DATA / "cocoapi_fakesegm100_dt.json", dataset)
     assert store.dt().collect().sort("det_id").select(want.columns).equals(want)
-    assert "mask_counts" not in boxes.dt().collect_schema()
+    assert "mask_rle" not in boxes.dt().collect_schema()
     # runs of masks and of boxes side by side: the dt view has the mask columns, null for the boxes
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         store = store.add_run(PACKAGE_DATA / "instances_val2014_fakebbox100_results.json", "boxes")
-    assert store.sql("SELECT run, count(*) AS n, count(mask_counts) AS masks FROM dt GROUP BY run ORDER BY run").rows(
+    assert store.sql("SELECT run, count(*) AS n, count(mask_rle) AS masks FROM dt GROUP BY run ORDER BY run").rows(
     ) == [("boxes", 734, 0), ("default", 734, 734)]
     assert boxes.evaluate(evalengine.CocoProtocol()).summary().get_column("value")[0] == pytest.approx(
         0.5045806987249628, abs=1e-12)
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl", ".parquet"])
+def test_without_masks_box_results_store_no_mask_and_mask_results_keep_their_boxes(tmp_path, suffix):
+    """``masks=False`` (``ingest coco --no-masks``, and a one-shot box evaluation): box results are read and stored
+    as without their masks (a JSON file's are not even parsed); results without boxes still take box and area from
+    their masks, as ``loadRes``; the box numbers are unchanged."""
+    boxed = json.loads((DATA / "detectron2_dt.json").read_text())  # boxes and compressed masks
+    cases = [(DATA / "detectron2_gt.json", boxed), (PACKAGE_DATA / "instances_val2014_100.json",
+                                                    json.loads((DATA / "cocoapi_fakesegm100_dt.json").read_text()))]
+    for k, (gt, results) in enumerate(cases):
+        path = tmp_path / f"dt{k}{suffix}"
+        if suffix == ".json":
+            path.write_text(json.dumps(results))
+        elif suffix == ".jsonl":
+            path.write_text("\n".join(json.dumps(r) for r in results))
+        else:
+            pl.DataFrame([{**r, "segmentation": json.dumps(r["segmentation"])} for r in results]).write_parquet(path)
+        dataset = read_coco_gt(gt)
+        full = read_detections(path, dataset)
+        without = pl.concat(list(iter_detections(path, dataset, masks=False)))
+        assert "mask_rle" in full.columns and not set(without.columns) & {"mask_h", "mask_w", "mask_rle", "polygon"}
+        assert without.equals(full.select(without.columns))
+    stats = [evalengine.ingest_coco(DATA / "detectron2_gt.json", path, tmp_path / f"s{masks}", masks=masks)
+             .evaluate(evalengine.CocoProtocol()).stats() for masks, path in ((True, DATA / "detectron2_dt.json"),
+                                                                               (False, tmp_path / f"dt0{suffix}"))]
+    assert stats[0] == stats[1]
+
+
+def test_a_one_shot_box_evaluation_reads_no_masks(tmp_path):
+    from evalengine.io.detections import result_fields
+    from evalengine.store.shards import scan_shards
+
+    assert "segmentation" not in result_fields(DATA / "detectron2_dt.json", masks=False)
+    assert "segmentation" in result_fields(DATA / "cocoapi_fakesegm100_dt.json", masks=False)  # boxes from masks
+    box = evalengine.evaluate_coco(DATA / "detectron2_gt.json", DATA / "detectron2_dt.json")
+    assert "mask_rle" not in scan_shards(box.layout.paths.dt("default")).collect_schema()
+    kept = evalengine.evaluate_coco(DATA / "detectron2_gt.json", DATA / "detectron2_dt.json", store=tmp_path / "kept")
+    assert "mask_rle" in scan_shards(kept.layout.paths.dt("default")).collect_schema() and kept.stats() == box.stats()

@@ -212,3 +212,50 @@ def test_validation_names_the_first_bad_row():
     assert rle.first_bad_polygon(*_flat_polygons([[good + [np.nan, 1]], [good]])) == 0
     assert rle.first_bad_polygon(*_flat_polygons([[good], [good + [1e9, 1]]])) == 1
     assert rle.first_bad_polygon(*_flat_polygons([[[1, 1, 4, 4], [2, 2]]])) == -1  # boxes, as faster-coco-eval
+
+
+def test_strings_round_trip_every_uint32_run_length():
+    """The store keeps every mask as its compressed string (``mask_rle``): decoding what :func:`rle.encode_strings`
+    wrote gives the run lengths back for any uint32 values (differences up to ±(2**32 - 1), zero runs, long rows)."""
+    rng = np.random.default_rng(11)
+    rows = [[0], [2**32 - 1], [2**32 - 1, 0, 2**32 - 1, 0, 1], [0, 2**32 - 1, 0, 2**32 - 1, 0], [7, 0, 0, 0, 2**31]]
+    rows += [rng.integers(0, 2**32, rng.integers(1, 40), dtype=np.uint64).tolist() for _ in range(300)]
+    rows += [rng.choice([0, 1, 2**16, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1], rng.integers(1, 40)).tolist()
+             for _ in range(300)]
+    counts = np.concatenate([np.array(r, np.uint32) for r in rows])
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    decoded, decoded_offsets = rle.decode_strings(rle.encode_strings(counts, offsets, arrow=True))
+    np.testing.assert_array_equal(decoded_offsets, offsets)
+    np.testing.assert_array_equal(decoded, counts)
+
+
+def test_first_bad_strings_equals_the_regex_and_the_decoded_sums():
+    """The ingest's one-pass check of compressed strings finds what the character rule (``[^0-o]|[P-o]$``) and
+    :func:`rle.first_bad_counts` of :func:`rle.decode_strings` find, on valid, cut, mis-summed and foreign strings."""
+    import re
+
+    rng = np.random.default_rng(17)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        sizes = [_random_size(rng) for _ in range(n)]
+        strings = [mask_utils.encode(np.asfortranarray(_random_mask(rng, h, w)[:, :, None]))[0]["counts"].decode()
+                   for h, w in sizes]
+        hs, ws = np.array([h for h, _ in sizes]), np.array([w for _, w in sizes])
+        for r in rng.choice(n, int(rng.integers(0, 3)), replace=True):
+            kind = rng.integers(0, 5)
+            if kind == 0:
+                hs[r] += 1  # runs that sum to another size
+            elif kind == 1 and strings[r]:
+                strings[r] = strings[r][:-1] + "P"  # a last value that continues
+            elif kind == 2:
+                at = int(rng.integers(0, len(strings[r]) + 1))
+                strings[r] = strings[r][:at] + str(rng.choice(["p", "/", " ", "é", "\x00", "~"])) + strings[r][at:]
+            elif kind == 3:
+                strings[r] = strings[r][:int(rng.integers(0, len(strings[r]) + 1))]  # cut
+            else:
+                strings[r] = ""
+        bad_char = [i for i, s in enumerate(strings) if re.search(r"[^0-o]|[P-o]$", s)]
+        malformed, bad_sum = rle.first_bad_strings(pa.array(strings), hs, ws)
+        assert malformed == (bad_char[0] if bad_char else -1)
+        if not bad_char:
+            assert bad_sum == rle.first_bad_counts(*rle.decode_strings(strings), hs, ws)

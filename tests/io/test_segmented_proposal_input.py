@@ -49,7 +49,7 @@ def gt_path(tmp_path):
 
 def _stored(store) -> pl.DataFrame:
     return (store.proposals().collect().sort("image_id", "proposal_id")
-            .select("image_id", "proposal_id", "rank", "x", "y", "w", "h", "mask_h", "mask_w", "mask_counts"))
+            .select("image_id", "proposal_id", "rank", "x", "y", "w", "h", "mask_h", "mask_w", "mask_rle"))
 
 
 def test_every_form_and_format_stores_the_same_masks(tmp_path, gt_path):
@@ -75,7 +75,7 @@ def test_every_form_and_format_stores_the_same_masks(tmp_path, gt_path):
         mine = first.filter(pl.col("image_id") == image_id)
         for k, m in enumerate(bitmaps):
             rle = mask_utils.encode(np.asfortranarray(m))
-            assert mine.row(k, named=True)["mask_counts"] == _rle(m, "uncompressed")["counts"]
+            assert mine.row(k, named=True)["mask_rle"] == _rle(m, "compressed")["counts"]
             assert [mine.item(k, c) for c in "xywh"] == mask_utils.toBbox(rle).tolist()
     for store in stores[1:]:
         assert _stored(store).equals(first)
@@ -92,7 +92,7 @@ def test_label_maps_and_no_dedup(tmp_path, gt_path):
     store = evalengine.ingest_proposals(gt_path, tmp_path / "maps", tmp_path / "s", order=ProposalOrder("given"))
     table = _stored(store)
     expected = [labels == 2, labels == 7, labels == 300, np.pad(np.ones((2, 2)), ((0, H - 2), (0, W - 1)))]
-    assert table.get_column("mask_counts").to_list() == [_rle(m, "uncompressed")["counts"] for m in expected]
+    assert table.get_column("mask_rle").to_list() == [_rle(m, "compressed")["counts"] for m in expected]
     assert table.get_column("rank").to_list() == [1, 2, 3, 1]
     ev = store.evaluate_proposals(protocol=evalengine.api.ProposalProtocol(budgets=(1, 3), iou_type="segm"))
     best = ev.gt_matches().collect().sort("gt_id", "budget").get_column("best_iou").to_list()
@@ -150,7 +150,7 @@ def test_segm_needs_masks_on_both_sides(tmp_path, gt_path):
     code, _, err = cli(tmp_path, "proposals", "--gt", gt_path, "--proposals", boxes, "--iou-type", "segm")
     assert code == 2
     assert err == [f"evalengine: error: {boxes}: proposal run 'proposals' has no masks ('segmentation'), which "
-                   "iou_type 'segm' needs (missing: mask_h, mask_w, mask_counts)"]
+                   "iou_type 'segm' needs (missing: mask_h, mask_w, mask_rle)"]
 
 
 def test_box_convention_is_for_boxes(tmp_path, gt_path):

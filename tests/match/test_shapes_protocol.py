@@ -3,6 +3,8 @@ the keypoint sigmas and their refusals."""
 
 import dataclasses
 
+import numpy as np
+
 import pytest
 
 from evalengine.errors import ProtocolError
@@ -48,3 +50,44 @@ def test_bad_parameters_are_refused(kwargs, message):
     with pytest.raises(ProtocolError) as info:
         CocoProtocol(**kwargs)
     assert message in str(info.value)
+
+
+def test_only_masks_that_share_a_group_are_decoded():
+    """``_paired``: the rows of a side in a group where the other side has rows (group k: ``starts[k]``, ``lengths[k]``
+    rows); the others are never compared, so their masks are not decoded."""
+    from evalengine.match.shapes import _paired
+
+    starts, lengths, other = np.array([0, 2, 2, 5]), np.array([2, 0, 3, 1]), np.array([1, 4, 0, 2])
+    assert _paired(6, starts, lengths, other).tolist() == [True, True, False, False, False, True]
+    assert _paired(0, starts[:0], lengths[:0], other[:0]).tolist() == []
+
+
+def test_a_store_of_run_lengths_is_refused_with_what_to_do(tmp_path):
+    """Stores written before masks were kept as compressed strings hold ``mask_counts``: a located error says to ingest
+    again (bbox evaluation of such a store is unaffected)."""
+    import shutil
+    import warnings
+
+    import polars as pl
+
+    import evalengine
+    from evalengine.errors import StoreError
+    from evalengine.io import rle
+    from tests.conftest import DATA, PACKAGE_DATA
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        store = evalengine.ingest_coco(PACKAGE_DATA / "instances_val2014_100.json", DATA / "cocoapi_fakesegm100_dt.json",
+                                       tmp_path / "store", n_shards=2)
+    boxes = store.evaluate(CocoProtocol()).summary()
+    shutil.rmtree(tmp_path / "store" / "matches")
+    for part in sorted((tmp_path / "store" / "gt").rglob("*.parquet")):  # as the earlier version wrote them
+        frame = pl.read_parquet(part)
+        counts, offsets = rle.decode_strings(frame.get_column("mask_rle").to_arrow())
+        runs = pl.Series("mask_counts", np.split(counts, offsets[1:-1]) if frame.height else [],
+                         dtype=pl.List(pl.UInt32))
+        frame.drop("mask_rle").with_columns(runs).write_parquet(part)
+    with pytest.raises(StoreError, match=r"gt: masks stored as run lengths \('mask_counts'\) by an earlier evalengine.*"
+                                         r"ingest the files again"):
+        store.evaluate(CocoProtocol(iou_type="segm"))
+    assert store.evaluate(CocoProtocol()).summary().equals(boxes)
