@@ -3,7 +3,7 @@
 A connection sets one DuckDB variable per table of the store's path map (:func:`evalengine.store.paths.table_globs`:
 ``getvariable('gt')``, ``getvariable('coco_dt')``, …, absolute globs; the store's folder, or its object-store URL
 read through pyarrow's filesystem registered with DuckDB), a ``coco_summary_layout`` table (the 12-number layout
-the Python summary uses), then runs the files in file-name order. Runs and match tables are the store as its
+the Python summary uses, and the 10 numbers of keypoints), then runs the files in file-name order. Runs and match tables are the store as its
 manifest has it (:func:`path_variables`): a list of globs, one per run the manifest lists and per finished match
 table of such a run (its ``protocol.json`` written), so a reader never sees a run being added or replaced. A file
 whose first line is ``-- requires: TABLE`` defines its views only once the store has that table (detections,
@@ -27,7 +27,7 @@ import polars as pl
 
 from evalengine.errors import EvalEngineError, StoreError, first_line
 from evalengine.match import PROTOCOLS
-from evalengine.metrics.summary import SUMMARY_LAYOUT
+from evalengine.metrics.summary import KEYPOINT_LAYOUT, SUMMARY_LAYOUT
 from evalengine.store.layout import open_layout
 from evalengine.store.location import is_remote, location
 from evalengine.store.lock import reading
@@ -124,10 +124,12 @@ def connect(store_path, allow_external: bool = False):
     variables = path_variables(store_path)
     for name, value in variables.items():
         con.execute(f"SET VARIABLE {name} = {_value(value)}")
-    con.execute("CREATE TABLE coco_summary_layout (position INTEGER, metric VARCHAR, is_ap BOOLEAN, iou DOUBLE, "
-                "area VARCHAR, cap VARCHAR)")
-    con.executemany("INSERT INTO coco_summary_layout VALUES (?, ?, ?, ?, ?, ?)",
-                    [(i + 1, *row) for i, row in enumerate(SUMMARY_LAYOUT)])
+    con.execute("CREATE TABLE coco_summary_layout (keypoints BOOLEAN, position INTEGER, metric VARCHAR, is_ap BOOLEAN, "
+                "iou DOUBLE, area VARCHAR, cap VARCHAR)")
+    con.executemany("INSERT INTO coco_summary_layout VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(keypoints, i + 1, *row[:4], str(row[4]))
+                     for keypoints, layout in ((False, SUMMARY_LAYOUT), (True, KEYPOINT_LAYOUT))
+                     for i, row in enumerate(layout)])
     for path in view_files():
         text = path.read_text()
         if _requirement_met(variables, text):

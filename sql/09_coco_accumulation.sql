@@ -5,7 +5,8 @@
 -- so that a filter on them reaches the tables before the windows:
 --   dt     protocol, run, stage, category_id, image_id, dt_rank, score, tp_bits, ignored_bits (as `matches`),
 --   gt     protocol, run, stage, category_id, ignored_bits (as `gt_matches`),
---   params protocol, run, stage, use_cats, iou_thresholds, area_ranges, max_dets, recall_thresholds (as `protocols`).
+--   params protocol, run, stage, iou_type, use_cats, iou_thresholds, area_ranges, max_dets, recall_thresholds (as
+--          `protocols`).
 
 -- coco_iou_thresholds, coco_area_ranges, coco_max_dets, coco_recall_thresholds: one row per entry of each list of
 -- the parameters, with its 0-based index (thr_index, area_index) or the list's length (n_recall_thresholds).
@@ -67,14 +68,14 @@ JOIN coco_regular_gt(gt, params) AS g USING (protocol, run, stage, category_id, 
 WHERE g.n_gt > 0;
 
 -- coco_ap: COCO 101-point AP and final recall per (match table, category, IoU threshold, area range, max dets), -1
--- where the category has no regular ground truth (pycocotools' precision/recall). The interpolated precision at
--- recall threshold R is the highest precision at any point with recall >= R (pycocotools' right-to-left envelope,
--- sampled with searchsorted), 0 when none reaches R; that maximum is always at a true positive, so only those
--- points are joined with the thresholds.
+-- where the category has no regular ground truth (pycocotools' precision/recall). pycocotools samples its right-to-left
+-- precision envelope at the first point whose recall reaches each recall threshold R (searchsorted 'left'), 0 when
+-- none does. Recall rises only at a true positive, and a false positive's precision is below that of the true positive
+-- before it, so only the true positives are read: the envelope at one is the highest precision of the true positives
+-- from it on, and it is sampled by the thresholds above the previous true positive's recall, up to its own (counted
+-- with an ASOF join on the sorted thresholds).
 CREATE OR REPLACE MACRO coco_ap(dt, gt, params) AS TABLE
-WITH curve AS (
-    SELECT * FROM coco_pr_curve(dt, gt, params)
-), grid AS (
+WITH grid AS (
     SELECT p.protocol, p.run, p.stage, k.category_id, t.thr_index, t.iou_threshold, a.area_index, a.area_range,
            d.max_dets
     FROM query_table(params) AS p
@@ -83,45 +84,53 @@ WITH curve AS (
     JOIN coco_iou_thresholds(params) AS t USING (protocol, run, stage)
     JOIN coco_area_ranges(params) AS a USING (protocol, run, stage)
     JOIN coco_max_dets(params) AS d USING (protocol, run, stage)
+), thresholds AS (
+    SELECT protocol, run, stage, recall_threshold, n_recall_thresholds,
+           row_number() OVER (PARTITION BY protocol, run, stage ORDER BY recall_threshold) AS n_reached
+    FROM coco_recall_thresholds(params)
+), true_positives AS (
+    SELECT protocol, run, stage, category_id, thr_index, area_index, max_dets, score, image_id, dt_rank, recall,
+           max(precision) OVER (PARTITION BY protocol, run, stage, category_id, thr_index, area_index, max_dets
+                                ORDER BY score DESC, image_id, dt_rank
+                                ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
+    FROM coco_pr_curve(dt, gt, params)
+    WHERE is_tp
 ), sampled AS (
-    SELECT c.protocol, c.run, c.stage, c.category_id, c.thr_index, c.area_index, c.max_dets, r.recall_threshold,
-           r.n_recall_thresholds, max(c.precision) AS precision
-    FROM curve AS c
-    JOIN coco_recall_thresholds(params) AS r USING (protocol, run, stage)
-    WHERE c.is_tp AND c.recall >= r.recall_threshold
-    GROUP BY ALL
+    SELECT c.*, coalesce(r.n_reached, 0) AS n_reached, r.n_recall_thresholds
+    FROM true_positives AS c
+    ASOF LEFT JOIN thresholds AS r
+      ON c.protocol = r.protocol AND c.run = r.run AND c.stage = r.stage AND c.recall >= r.recall_threshold
 ), interpolated AS (
     SELECT protocol, run, stage, category_id, thr_index, area_index, max_dets,
-           sum(precision) / any_value(n_recall_thresholds) AS ap
-    FROM sampled
-    GROUP BY ALL
-), final_recall AS (
-    SELECT protocol, run, stage, category_id, thr_index, area_index, max_dets, max(recall) AS recall
-    FROM curve
+           sum(envelope * (n_reached - coalesce(previous, 0))) / any_value(n_recall_thresholds) AS ap,
+           max(recall) AS recall
+    FROM (SELECT *, lag(n_reached) OVER (PARTITION BY protocol, run, stage, category_id, thr_index, area_index, max_dets
+                                         ORDER BY score DESC, image_id, dt_rank) AS previous
+          FROM sampled)
     GROUP BY ALL
 )
 SELECT g.protocol, g.run, g.stage, g.category_id, g.iou_threshold, g.area_range, g.max_dets,
        CASE WHEN coalesce(n.n_gt, 0) = 0 THEN -1 ELSE coalesce(i.ap, 0) END AS ap,
-       CASE WHEN coalesce(n.n_gt, 0) = 0 THEN -1 ELSE coalesce(f.recall, 0) END AS recall
+       CASE WHEN coalesce(n.n_gt, 0) = 0 THEN -1 ELSE coalesce(i.recall, 0) END AS recall
 FROM grid AS g
 LEFT JOIN coco_regular_gt(gt, params) AS n USING (protocol, run, stage, category_id, area_index)
-LEFT JOIN interpolated AS i USING (protocol, run, stage, category_id, thr_index, area_index, max_dets)
-LEFT JOIN final_recall AS f USING (protocol, run, stage, category_id, thr_index, area_index, max_dets);
+LEFT JOIN interpolated AS i USING (protocol, run, stage, category_id, thr_index, area_index, max_dets);
 
--- coco_summary_of: pycocotools' 12 numbers per match table (metric, value) from coco_ap's rows, with summarize()'s
--- rules: AP looks for max dets 100, the others use the protocol's max_dets[1..3]; a mean over nothing defined is -1.
--- coco_summary_layout (position, metric, is_ap, iou, area, cap) is the layout the Python summary uses
--- (evalengine.metrics.summary.SUMMARY_LAYOUT), set by the connection.
+-- coco_summary_of: pycocotools' summary per match table (iou_type, metric, value) from coco_ap's rows, with summarize()'s rules:
+-- 12 numbers (AP looks for max dets 100, the others use the protocol's max_dets[1..3]); for iou_type keypoints
+-- _summarizeKps()'s 10 (every one at max dets 20); a mean over nothing defined is -1. coco_summary_layout (keypoints,
+-- position, metric, is_ap, iou, area, cap) holds both layouts as the Python summary uses them
+-- (evalengine.metrics.summary.SUMMARY_LAYOUT, KEYPOINT_LAYOUT), set by the connection.
 CREATE OR REPLACE MACRO coco_summary_of(ap, params) AS TABLE
-SELECT p.protocol, p.run, p.stage, l.metric,
+SELECT p.protocol, p.run, p.stage, p.iou_type, l.metric,
        coalesce(avg(CASE WHEN l.is_ap THEN a.ap ELSE a.recall END)
                     FILTER (WHERE (CASE WHEN l.is_ap THEN a.ap ELSE a.recall END) > -1), -1) AS value
 FROM query_table(params) AS p
-CROSS JOIN coco_summary_layout AS l
+JOIN coco_summary_layout AS l ON l.keypoints = (p.iou_type = 'keypoints')
 LEFT JOIN query_table(ap) AS a
   ON a.protocol = p.protocol AND a.run = p.run AND a.stage = p.stage AND a.area_range = l.area
  AND (l.iou IS NULL OR a.iou_threshold = l.iou)
  AND a.max_dets = CASE l.cap WHEN 'ap100' THEN 100 WHEN 'md1' THEN p.max_dets[1] WHEN 'md2' THEN p.max_dets[2]
-                             ELSE p.max_dets[3] END
-GROUP BY p.protocol, p.run, p.stage, l.position, l.metric
+                             WHEN 'md3' THEN p.max_dets[3] ELSE CAST(l.cap AS INTEGER) END
+GROUP BY p.protocol, p.run, p.stage, p.iou_type, l.position, l.metric
 ORDER BY p.protocol, p.run, p.stage, l.position;

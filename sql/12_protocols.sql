@@ -1,8 +1,9 @@
 -- requires: coco_protocols
--- protocols: the parameters of every match table (from its protocol.json), and one view per list.
+-- protocols: the parameters of every match table (from its protocol.json), and one view per list. iou_type is what
+-- the table matched (bbox, segm, boundary, keypoints; protocol.json records it when it is not bbox).
 CREATE OR REPLACE VIEW protocols AS
 SELECT protocol, run,
-       match.name AS name, match.iou_thresholds AS iou_thresholds, match.area_ranges AS area_ranges,
+       match.name AS name, coalesce(json_extract_string(to_json(match), '$.iou_type'), 'bbox') AS iou_type, match.iou_thresholds AS iou_thresholds, match.area_ranges AS area_ranges,
        match.max_det_cap AS max_det_cap, match.use_cats AS use_cats, match.zero_id_quirk AS zero_id_quirk,
        accumulation.max_dets AS max_dets, accumulation.recall_thresholds AS recall_thresholds
 FROM read_json(getvariable('coco_protocols'), hive_partitioning = true);

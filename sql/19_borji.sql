@@ -35,7 +35,7 @@ FROM read_parquet(getvariable('borji_stage_gt'), hive_partitioning = true);
 
 -- borji_stage_protocols: the COCO parameters of every stage's match table (those of the protocol), as `protocols`.
 CREATE OR REPLACE VIEW borji_stage_protocols AS
-SELECT protocol, run, borji_stage(code) AS stage, match.coco.use_cats AS use_cats,
+SELECT protocol, run, borji_stage(code) AS stage, 'bbox' AS iou_type, match.coco.use_cats AS use_cats,
        match.coco.iou_thresholds AS iou_thresholds, match.coco.area_ranges AS area_ranges,
        accumulation.max_dets AS max_dets, accumulation.recall_thresholds AS recall_thresholds
 FROM read_json(getvariable('borji_protocols'), hive_partitioning = true), range(6) AS r(code);
@@ -48,7 +48,7 @@ CREATE OR REPLACE VIEW borji_stage_ap AS
 SELECT * FROM coco_ap(borji_stage_matches, borji_stage_gt_matches, borji_stage_protocols);
 
 CREATE OR REPLACE VIEW borji_stage_summary AS
-SELECT * FROM coco_summary_of(borji_stage_ap, borji_stage_protocols);
+SELECT * EXCLUDE (iou_type) FROM coco_summary_of(borji_stage_ap, borji_stage_protocols);
 
 -- borji_error_counts: the errors per object size (the paper's pies), in the area ranges of the protocol's COCO
 -- parameters (both bounds inclusive, as pycocotools'), and each error's share of the range's errors.

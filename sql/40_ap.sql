@@ -6,8 +6,9 @@ CREATE OR REPLACE VIEW ap_by_protocol AS
 SELECT * EXCLUDE (stage)
 FROM coco_ap(coco_accumulation_matches, coco_accumulation_gt_matches, coco_accumulation_protocols);
 
--- ap: the same for the default COCO protocol, with the columns scripts rely on.
+-- ap: the same with the columns scripts rely on, and what each table matched (iou_type: bbox, segm, boundary,
+-- keypoints); the default protocol of boxes is protocol 'coco'.
 CREATE OR REPLACE VIEW ap AS
-SELECT run, category_id, iou_threshold, area_range, max_dets, ap, recall
-FROM ap_by_protocol
-WHERE protocol = 'coco';
+SELECT a.run, a.protocol, p.iou_type, a.category_id, a.iou_threshold, a.area_range, a.max_dets, a.ap, a.recall
+FROM ap_by_protocol AS a
+JOIN protocols AS p USING (protocol, run);

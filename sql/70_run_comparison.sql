@@ -3,7 +3,7 @@
 CREATE OR REPLACE VIEW ap_by_run AS
 SELECT run, category_id, area_range, avg(ap) FILTER (WHERE ap > -1) AS ap
 FROM ap
-WHERE max_dets = 100
+WHERE protocol = 'coco' AND max_dets = 100
 GROUP BY ALL;
 
 -- run_comparison: every ordered pair of matched runs (models, or a model under perturbations) per category

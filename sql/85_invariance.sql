@@ -13,20 +13,20 @@ WHERE kind = 'detections' AND tags['perturbation'] IS NOT NULL;
 
 CREATE OR REPLACE VIEW invariance_metrics AS
 WITH metrics AS (
-    SELECT position, metric, iou, area, cap FROM coco_summary_layout WHERE is_ap
+    SELECT position, metric, iou, area, cap FROM coco_summary_layout WHERE is_ap AND NOT keypoints
 ), caps AS (
     SELECT run, max_dets[3] AS md3 FROM protocols WHERE protocol = 'coco'
 ), per_class AS (
     SELECT a.run, m.position, a.category_id, coalesce(avg(a.ap) FILTER (WHERE a.ap > -1), -1) AS value
     FROM ap AS a
-    JOIN caps AS c USING (run)
+    JOIN caps AS c ON c.run = a.run AND a.protocol = 'coco'
     JOIN metrics AS m
       ON a.area_range = m.area AND (m.iou IS NULL OR a.iou_threshold = m.iou)
      AND a.max_dets = CASE m.cap WHEN 'ap100' THEN 100 ELSE c.md3 END
     GROUP BY ALL
 ), class_mean AS (
     SELECT s.run, m.position, NULL::BIGINT AS category_id, s.value
-    FROM coco_summary AS s JOIN metrics AS m USING (metric)
+    FROM coco_summary AS s JOIN metrics AS m ON m.metric = s.metric AND s.protocol = 'coco'
 )
 SELECT r.model, r.perturbation, r.level, r.run, m.metric, m.area AS size, v.category_id, v.value
 FROM invariance_runs AS r

@@ -2,13 +2,14 @@
 metrics (LRP, operating points) of a COCO or VOC run."""
 
 import threading
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
-from evalengine.api import (COCO_IOU_THRESHOLDS, COCO_MAX_DETS, DEFAULT_RUN, CocoProtocol, Phases, Store,
+from evalengine.api import (COCO_IOU_THRESHOLDS, DEFAULT_RUN, CocoProtocol, Phases, Store,
                             _TemporaryFolder, evaluate_coco, open)
 from evalengine.engine.memory import keep_freed_memory
-from evalengine.errors import check_option
+from evalengine.errors import ProtocolError, check_option
 from evalengine.evaluation.voc import VocEvaluation, voc_output
 from evalengine.io.detections import estimate_rows
 from evalengine.io.voc import estimate_result_rows, iter_voc_detections, read_ground_truth
@@ -80,17 +81,21 @@ def voc_sample() -> tuple:
     return folder / "Annotations", folder / "results"
 
 
-def lrp_protocol(iou_threshold: float = 0.5, max_dets: int = COCO_MAX_DETS[-1], family: str = "coco",
-                 strict: bool = False):
+def lrp_protocol(iou_threshold: float = 0.5, max_dets: int | None = None, family: str = "coco",
+                 strict: bool = False, iou_type: str = "bbox", kpt_oks_sigmas=None):
     """The protocol LRP is read from. COCO: the official code takes ``iouThrs[0]`` and ``maxDets[-1]``, so the
-    default protocol at 0.5 and 100 (its match table is the one ``evaluate`` makes), else one threshold and that
-    cap. VOC: the devkit's matching at that threshold (``strict``: ``IoU > τ``, as voc_eval.py and the VOC LRP code)."""
+    default protocol of ``iou_type`` (its ``iouType``: boxes, masks, boundaries or keypoints) at 0.5 and its cap (100;
+    keypoints 20: its match table is the one ``evaluate`` makes), else one threshold and that cap. VOC: the devkit's
+    matching of boxes at that threshold (``strict``: ``IoU > τ``, as voc_eval.py and the VOC LRP code)."""
     check_option("family", family, ("coco", "voc"))
     if family == "voc":
+        if iou_type != "bbox":
+            raise ProtocolError(f"iou_type '{iou_type}': the VOC protocol matches boxes only")
         return VocProtocol(iou_thresholds=(iou_threshold,), strict=strict)
-    if iou_threshold == COCO_IOU_THRESHOLDS[0] and max_dets == COCO_MAX_DETS[-1]:
-        return CocoProtocol()
-    return CocoProtocol(iou_thresholds=(iou_threshold,), max_dets=(max_dets,))
+    default = CocoProtocol(iou_type=iou_type, kpt_oks_sigmas=kpt_oks_sigmas)
+    if iou_threshold == COCO_IOU_THRESHOLDS[0] and max_dets in (None, default.max_det_cap):
+        return default
+    return replace(default, iou_thresholds=(iou_threshold,), max_dets=(max_dets or default.max_det_cap,))
 
 
 def evaluate_thresholds(protocol, store=None, run: str = DEFAULT_RUN, gt=None, dt=None, **schedule):

@@ -9,7 +9,8 @@ from evalengine.cli.query import _target, _write
 def _evaluation(args):
     """The matched run the command reads: of ``STORE`` (``--run``), or of ``--gt``/``--dt`` (a temporary store)."""
     options.check_store_or_files(args)
-    protocol = api.lrp_protocol(args.iou, args.max_dets, args.protocol, args.strict)
+    protocol = api.lrp_protocol(args.iou, args.max_dets, args.protocol, args.strict, args.iou_type,
+                                options.kpt_sigmas(args.kpt_sigmas))
     return api.evaluate_thresholds(protocol, args.store, args.run, args.gt, args.dt, **options.schedule(args))
 
 
@@ -37,8 +38,9 @@ def _lrp_args(parser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="voc: a true positive needs IoU > threshold (voc_eval.py, the VOC LRP code), not >=")
     parser.add_argument("--iou", type=options.iou, default=0.5, help="IoU threshold of a true positive (default 0.5)")
-    parser.add_argument("--max-dets", type=options.positive_int, default=api.COCO_MAX_DETS[-1], metavar="N",
-                        help="detections kept per image and category (default 100)")
+    parser.add_argument("--max-dets", type=options.positive_int, default=None, metavar="N",
+                        help="detections kept per image and category (default 100; keypoints 20)")
+    options.iou_type_args(parser, "coco: ")
     options.schedule_args(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 

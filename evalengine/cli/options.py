@@ -35,13 +35,18 @@ def check_store_or_files(args) -> None:
         raise EvalEngineError(f"{args.command}: give a STORE, or --gt and --dt (not both)")
 
 
-def protocol_args(parser: argparse.ArgumentParser) -> None:
+def iou_type_args(parser: argparse.ArgumentParser, scope: str = "") -> None:
+    """``--iou-type`` and ``--kpt-sigmas``: what a COCO protocol matches."""
     parser.add_argument("--iou-type", choices=api.IOU_TYPES, default="bbox",
-                        help="what is matched: boxes (default), masks (segm) or keypoints (OKS, pycocotools' defaults: "
-                             "max dets 20, areas all/medium/large)")
+                        help=f"{scope}what is matched: boxes (default), masks (segm), mask boundaries (boundary) or "
+                             "keypoints (OKS, pycocotools' defaults: max dets 20, areas all/medium/large)")
     parser.add_argument("--kpt-sigmas", default=None, metavar="FILE.json",
                         help="keypoint sigmas: a JSON list (every category) or {category id: list} (the others: "
                              "COCO's 17 person sigmas, the default)")
+
+
+def protocol_args(parser: argparse.ArgumentParser) -> None:
+    iou_type_args(parser)
     parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,
                         help="0 pools all categories into one (class-agnostic, pycocotools useCats=0)")
     parser.add_argument("--max-dets", type=positive_int, nargs="+", default=None, metavar="N",
@@ -153,11 +158,11 @@ def protocol(args) -> api.CocoProtocol:
         use_cats=bool(args.use_cats),
         zero_id_quirk=bool(args.keep_zero_id_quirk),
         iou_type=args.iou_type,
-        kpt_oks_sigmas=_kpt_sigmas(args.kpt_sigmas),
+        kpt_oks_sigmas=kpt_sigmas(args.kpt_sigmas),
     )
 
 
-def _kpt_sigmas(path):
+def kpt_sigmas(path):
     """``--kpt-sigmas FILE.json``: a list, or an object of lists keyed by category id."""
     if path is None:
         return None

@@ -65,9 +65,11 @@ def _inv(id, *argv, files=(), gen5k=False, sample=True) -> Invocation:
 
 S, P, T = "{tmp}/store", "{tmp}/proposal-store", "{tmp}/tagged-store"
 QUERY = {
-    "coco-summary": "SELECT run, metric, round(value, 6) AS value FROM coco_summary ORDER BY run, metric",
+    "coco-summary": "SELECT run, metric, round(value, 6) AS value FROM coco_summary WHERE protocol = 'coco' "
+                    "ORDER BY run, metric",
     "ap": "SELECT run, area_range, max_dets, count(*) AS n, round(avg(ap) FILTER (WHERE ap > -1), 6) AS ap, "
-          "round(avg(recall) FILTER (WHERE recall > -1), 6) AS recall FROM ap GROUP BY ALL ORDER BY ALL",
+          "round(avg(recall) FILTER (WHERE recall > -1), 6) AS recall FROM ap WHERE protocol = 'coco' "
+          "GROUP BY ALL ORDER BY ALL",
     "image-counts": "SELECT protocol, run, iou_threshold, sum(tp) AS tp, sum(fp) AS fp, sum(fn) AS fn, "
                     "sum(n_gt) AS n_gt, sum(ignored_dt) AS ignored_dt, count(*) AS n_images "
                     "FROM image_counts GROUP BY ALL ORDER BY ALL",

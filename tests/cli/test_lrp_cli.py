@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from evalengine.api import evaluate_coco, ingest_coco
+from tests.conftest import DATA
 from tests.conftest import SAMPLE_DT as DT
 from tests.conftest import SAMPLE_GT as GT
 from tests.helpers import run_cli as _run
@@ -86,3 +87,19 @@ def test_plots(store, capsys, tmp_path, kind):
     target = tmp_path / f"{kind}.png"
     status, _, _ = _run(capsys, "plot", store.path, kind, "--out", target, "--categories", 1, 3)
     assert status == 0 and target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_iou_type_segm_gives_the_official_mask_values(capsys):
+    """``--iou-type segm``: the official code's ``iouType='segm'`` numbers (tests/data/lrp_official)."""
+    expected = json.loads((DATA / "lrp_official" / "expected_lrp_val2014_100_segm.json").read_text())["stats"]
+    status, out, _ = _run(capsys, "lrp", "--gt", GT, "--dt", DATA / "cocoapi_fakesegm100_dt.json", "--iou-type",
+                          "segm", "--json")
+    got = json.loads(out)
+    assert status == 0
+    for name in ("oLRP", "oLRP_Loc", "oLRP_FP", "oLRP_FN", "oLRP_small", "oLRP_medium", "oLRP_large"):
+        assert got[name.replace("oLRP", "olrp").lower()] == pytest.approx(expected[name], abs=1e-12), name
+
+
+def test_iou_type_with_the_voc_protocol_is_one_line(capsys):
+    status, _, err = _run(capsys, "lrp", "--protocol", "voc", "--gt", GT, "--dt", DT, "--iou-type", "segm")
+    assert status == 2 and err.strip() == "evalengine: error: iou_type 'segm': the VOC protocol matches boxes only"

@@ -36,14 +36,15 @@ SEARCHES = ("rank", "score", "grid>=", "grid>")
 MAX_DET = 100
 
 
-def cocoeval(gt: dict, dt: list, iou_thresholds=None) -> COCOeval:
-    """PyPI pycocotools' COCOeval (bbox) after ``evaluate()`` on in-memory inputs."""
+def cocoeval(gt: dict, dt: list, iou_thresholds=None, iou_type: str = "bbox") -> COCOeval:
+    """PyPI pycocotools' COCOeval (``iou_type``: the official code's ``iouType``) after ``evaluate()`` on in-memory
+    inputs."""
     with contextlib.redirect_stdout(io.StringIO()):
         coco_gt = COCO()
         coco_gt.dataset = copy.deepcopy(gt)
         coco_gt.createIndex()
         coco_dt = coco_gt.loadRes(copy.deepcopy(dt)) if dt else COCO()
-        ev = COCOeval(coco_gt, coco_dt, "bbox")
+        ev = COCOeval(coco_gt, coco_dt, iou_type)
         if iou_thresholds is not None:
             ev.params.iouThrs = np.array(iou_thresholds, dtype=float)
         ev.evaluate()

@@ -11,6 +11,7 @@ import pytest
 from evalengine.match.coco import COCO_IOU_THRESHOLDS, CocoProtocol
 from tests.helpers import ours
 from tests.metrics.lrp_reference import SEARCHES, dt_ious, cocoeval, lrp_reference, lrp_summary
+from tests.shape_generators import random_masks
 
 # the generator gives some datasets a ground truth of id 0 on purpose
 pytestmark = pytest.mark.filterwarnings("ignore:.*annotation id 0 found")
@@ -218,4 +219,23 @@ def test_other_threshold_of_the_default_table(tmp_path, tau):
             result = evaluation.lrp(iou_threshold=tau, **ENGINE_SEARCH[search])
             diffs = compare(result, lrp_reference(ev, search), ev.params.catIds, sizes=False)
             failures += [f"seed {seed} tau {tau} {search}: {d}" for d in diffs[:3]]
+    assert not failures, f"{len(failures)} differences, first: " + "\n".join(failures[:20])
+
+
+N_MASK_DATASETS = 60
+
+
+@pytest.mark.parametrize("iou_type", ["segm"])
+def test_masks_equal_reference(tmp_path, iou_type):
+    """LRP of mask match tables equals the official code run with ``iouType='segm'`` (pycocotools' mask IoU and
+    areas) on random mask datasets (tests/shape_generators.py: polygons, RLE, crowd, empty and border masks, areas
+    at the range bounds, tied scores), every search, in stores of 1 and 3 shards."""
+    failures = []
+    for seed in range(N_MASK_DATASETS):
+        gt, dt = random_masks(seed)
+        ev = cocoeval(gt, dt, iou_type=iou_type)
+        evaluation = ours(tmp_path, gt, dt, CocoProtocol(iou_type=iou_type), n_shards=1 + 2 * (seed % 3 == 1))
+        for search in SEARCHES:
+            diffs = compare(evaluation.lrp(**ENGINE_SEARCH[search]), lrp_reference(ev, search), ev.params.catIds)
+            failures += [f"seed {seed} {search}: {d}" for d in diffs[:3]]
     assert not failures, f"{len(failures)} differences, first: " + "\n".join(failures[:20])

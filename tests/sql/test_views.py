@@ -37,8 +37,9 @@ def test_coco_summary_equals_python(fake100):
 
 def test_ap_view_equals_python_ap_table(fake100):
     store, evaluation = fake100
-    view = _sorted(store.sql("SELECT * FROM ap WHERE run = 'default'"))
-    assert view.columns == ["run", "category_id", "iou_threshold", "area_range", "max_dets", "ap", "recall"]
+    view = _sorted(store.sql("SELECT * FROM ap WHERE run = 'default' AND protocol = 'coco'"))
+    assert view.columns == ["run", "protocol", "iou_type", "category_id", "iou_threshold", "area_range", "max_dets",
+                            "ap", "recall"]
     table = _sorted(evaluation.ap_table())
     assert view.select("category_id", "iou_threshold", "area_range", "max_dets").equals(
         table.select("category_id", "iou_threshold", "area_range", "max_dets"))
