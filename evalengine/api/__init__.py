@@ -361,3 +361,5 @@ from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzePr
 from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
                                   BorjiProtocol, borji, borji_summary)
 from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_density_output  # noqa: E402
+from evalengine.api.openimages import (OpenImagesEvaluation, OpenImagesProtocol, evaluate_openimages,  # noqa: E402
+                                       evaluate_store_openimages, ingest_openimages, openimages_output)

@@ -12,6 +12,8 @@ store for the SQL views (:mod:`evalengine.sql` hands them to DuckDB as variables
     STORE/proposals/run=R/shard=k/part-0.parquet        (proposal runs, ranked; see store.ranking)
     STORE/proposals/run=R/perturbation.parquet          (a perturbed run's homographies and image sizes)
     STORE/hprs/lattice=L/part-0.parquet                 (cached exact hit counts of Wang et al.'s HPRS)
+    STORE/image_labels/shard=k/part-0.parquet           (verified image-level labels: OpenImages)
+    STORE/category_edges/part-0.parquet                 (the class hierarchy: OpenImages)
     STORE/matches/protocol=P/run=R/<side>/shard=k/part-0.parquet  (+ protocol.json, written last)
 """
 
@@ -26,7 +28,8 @@ PERTURBATION = "perturbation.parquet"
 PROTOCOL_FILE = "protocol.json"
 TABLES = ("images", "categories", "runs")  # one file each
 GT, DT, PROPOSALS, MATCHES, HIT_COUNTS = "gt", "dt", "proposals", "matches", "hprs"
-ENTRIES = (MANIFEST, *TABLES, GT, DT, PROPOSALS, MATCHES, HIT_COUNTS)  # everything a store's folder may hold
+IMAGE_LABELS, CATEGORY_EDGES = "image_labels", "category_edges"  # OpenImages' verified labels and class hierarchy
+ENTRIES = (MANIFEST, *TABLES, GT, DT, PROPOSALS, MATCHES, HIT_COUNTS, IMAGE_LABELS, CATEGORY_EDGES)  # everything a store's folder may hold
 
 # a name that becomes part of a path (a run, a protocol's match key, a cache's lattice): one folder level, never a
 # glob, a hive partition value DuckDB reads back as it is, the same on every file system
@@ -67,6 +70,9 @@ class StorePaths:
     def gt_shard(self, k: int):
         return shard_file(self.gt, k)
 
+    def image_labels_shard(self, k: int):
+        return shard_file(self.root / IMAGE_LABELS, k)
+
     def dt(self, run: str):
         return self.root / DT / f"run={check_name('run', run)}"
 
@@ -105,6 +111,7 @@ def table_globs(families: dict) -> dict:
     shards = "shard=*/*.parquet"
     globs = {name: f"{name}/*.parquet" for name in TABLES}
     globs.update({GT: f"{GT}/{shards}", DT: f"{DT}/run=*/{shards}", PROPOSALS: f"{PROPOSALS}/run=*/{shards}"})
+    globs.update({IMAGE_LABELS: f"{IMAGE_LABELS}/{shards}", CATEGORY_EDGES: f"{CATEGORY_EDGES}/*.parquet"})
     for family, sides in families.items():
         tables = f"{MATCHES}/protocol={family}*/run=*"
         globs[f"{family}_protocols"] = f"{tables}/{PROTOCOL_FILE}"
