@@ -1,0 +1,141 @@
+"""A transcription of the TF Object Detection API's NumPy evaluation path for boxes (tensorflow/models
+research/object_detection, PyPI ``tf-models-research-object-detection==2.8.0.post1``, Apache-2.0), the differential
+reference of the OpenImages tests (the package needs TensorFlow to import): ``OpenImagesChallengeEvaluator`` /
+``OpenImagesDetectionEvaluator`` → ``ObjectDetectionEvaluation`` → ``PerImageEvaluation`` (box mode) →
+``metrics.compute_precision_recall`` / ``compute_average_precision``, with ``np_box_ops``. Kept as the reference
+writes it (its NumPy-1 ``np.float`` spelled ``float``)."""
+
+import numpy as np
+
+
+def _area(b):
+    return (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+
+
+def _intersection(b1, b2):
+    y_min1, x_min1, y_max1, x_max1 = np.split(b1, 4, axis=1)
+    y_min2, x_min2, y_max2, x_max2 = np.split(b2, 4, axis=1)
+    h = np.maximum(np.zeros(np.maximum(y_min1, y_min2.T).shape), np.minimum(y_max1, y_max2.T) - np.maximum(y_min1, y_min2.T))
+    w = np.maximum(np.zeros(np.maximum(x_min1, x_min2.T).shape), np.minimum(x_max1, x_max2.T) - np.maximum(x_min1, x_min2.T))
+    return h * w
+
+
+def _iou(b1, b2):
+    inter = _intersection(b1, b2)
+    return inter / (np.expand_dims(_area(b1), axis=1) + np.expand_dims(_area(b2), axis=0) - inter)
+
+
+def _ioa(b1, b2):
+    return _intersection(b1, b2) / np.expand_dims(_area(b2), axis=0)
+
+
+def _tp_fp_single_class(boxes, scores, gt_boxes, difficult, group_of, thr, weight, max_out=10000):
+    if boxes.size == 0:
+        return np.array([], dtype=float), np.array([], dtype=bool)
+    keep = scores > -10.0  # non_max_suppression: filter_scores_greater_than, sort, cap (IoU 1.0)
+    boxes, scores = boxes[keep], scores[keep]
+    order = np.argsort(scores)[::-1][:max_out]
+    boxes, scores = boxes[order], scores[order]
+    n = boxes.shape[0]
+    iou = _iou(boxes, gt_boxes[~group_of])
+    ioa = np.transpose(_ioa(gt_boxes[group_of], boxes))
+    if gt_boxes.size == 0:
+        return scores, np.zeros(n, dtype=bool)
+    tp = np.zeros(n, dtype=bool)
+    to_difficult = np.zeros(n, dtype=bool)
+    to_group = np.zeros(n, dtype=bool)
+    if iou.shape[1] > 0:
+        diff = difficult[~group_of]
+        best = np.argmax(iou, axis=1)
+        detected = np.zeros(iou.shape[1], dtype=bool)
+        for i in range(n):
+            g = best[i]
+            if not tp[i] and not to_difficult[i] and iou[i, g] >= thr and not to_group[i]:
+                if not diff[g]:
+                    if not detected[g]:
+                        tp[i] = True
+                        detected[g] = True
+                else:
+                    to_difficult[i] = True
+    group_scores = np.ndarray([0], dtype=float)
+    group_labels = np.ndarray([0], dtype=float)
+    if ioa.shape[1] > 0:
+        group_scores = np.zeros(ioa.shape[1], dtype=float)
+        group_labels = weight * np.ones(ioa.shape[1], dtype=float)
+        best = np.argmax(ioa, axis=1)
+        for i in range(n):
+            g = best[i]
+            if not tp[i] and not to_difficult[i] and ioa[i, g] >= thr and not to_group[i]:
+                to_group[i] = True
+                group_scores[g] = max(group_scores[g], scores[i])
+        selector = np.where((group_scores > 0) & (group_labels > 0))
+        group_scores, group_labels = group_scores[selector], group_labels[selector]
+    valid = ~to_difficult & ~to_group
+    return (np.concatenate((scores[valid], group_scores)),
+            np.concatenate((tp[valid].astype(float), group_labels)))
+
+
+def _precision_recall(scores, labels, num_gt):
+    order = np.argsort(scores)[::-1]
+    tp = labels[order]
+    fp = (tp <= 0).astype(float)
+    cum_tp, cum_fp = np.cumsum(tp), np.cumsum(fp)
+    return cum_tp.astype(float) / (cum_tp + cum_fp), cum_tp.astype(float) / num_gt
+
+
+def _average_precision(precision, recall):
+    if not precision.size:
+        return 0.0
+    recall = np.concatenate([[0], recall, [1]])
+    precision = np.concatenate([[0], precision, [0]])
+    for i in range(len(precision) - 2, -1, -1):
+        precision[i] = np.maximum(precision[i], precision[i + 1])
+    indices = np.where(recall[1:] != recall[:-1])[0] + 1
+    return np.sum((recall[indices] - recall[indices - 1]) * precision[indices])
+
+
+def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.0):
+    """``(per_class_ap, mean_ap)``: every ground-truth image added first (in list order), then the detections image by
+    image, as ``oid_challenge_evaluation.py``; dicts as :func:`tests.openimages_cases.build_store` takes them, class ids
+    1-based."""
+    gts, evaluatable = {}, {}
+    num_gt = np.zeros(num_classes, dtype=float)
+    for g in groundtruth:
+        boxes = np.asarray(g["groundtruth_boxes"], float).reshape(-1, 4)
+        classes = np.asarray(g["groundtruth_classes"], int) - 1
+        n = classes.shape[0]
+        group_of = np.asarray(g.get("groundtruth_group_of", np.zeros(n, bool)), bool)
+        difficult = np.asarray(g.get("groundtruth_difficult", np.zeros(n, bool)), bool)
+        gts[g["image_key"]] = (boxes, classes, difficult, group_of)
+        for c in range(num_classes):
+            num_gt[c] += np.sum(classes[~difficult & ~group_of] == c) + weight * np.sum(classes[group_of & ~difficult] == c)
+        image_classes = np.asarray(g.get("groundtruth_image_classes", []), int) - 1
+        evaluatable[g["image_key"]] = np.unique(np.concatenate((image_classes, classes)))
+    scores_per_class = [[] for _ in range(num_classes)]
+    labels_per_class = [[] for _ in range(num_classes)]
+    for d in detections:
+        key = d["image_key"]
+        boxes = np.asarray(d["detection_boxes"], float).reshape(-1, 4)
+        scores = np.asarray(d["detection_scores"], float)
+        classes = np.asarray(d["detection_classes"], int) - 1
+        if challenge:
+            allowed = np.isin(classes, evaluatable.get(key, np.array([])))
+            boxes, scores, classes = boxes[allowed], scores[allowed], classes[allowed]
+        valid = np.logical_and(boxes[:, 0] < boxes[:, 2], boxes[:, 1] < boxes[:, 3])
+        boxes, scores, classes = boxes[valid], scores[valid], classes[valid]
+        gt_boxes, gt_classes, difficult, group_of = gts.get(
+            key, (np.empty((0, 4)), np.array([], int), np.array([], bool), np.array([], bool)))
+        for c in range(num_classes):
+            s, lab = _tp_fp_single_class(boxes[classes == c], scores[classes == c], gt_boxes[gt_classes == c],
+                                         difficult[gt_classes == c], group_of[gt_classes == c], thr, weight)
+            if s.shape[0] > 0:
+                scores_per_class[c].append(s)
+                labels_per_class[c].append(lab)
+    ap = np.full(num_classes, np.nan)
+    for c in range(num_classes):
+        if num_gt[c] == 0:
+            continue
+        scores = np.concatenate(scores_per_class[c]) if scores_per_class[c] else np.array([], float)
+        labels = np.concatenate(labels_per_class[c]) if labels_per_class[c] else np.array([], float)
+        ap[c] = _average_precision(*_precision_recall(scores, labels, num_gt[c]))
+    return ap, np.nanmean(ap) if (~np.isnan(ap)).any() else np.nan
