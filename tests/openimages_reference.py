@@ -139,3 +139,84 @@ def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.
         labels = np.concatenate(labels_per_class[c]) if labels_per_class[c] else np.array([], float)
         ap[c] = _average_precision(*_precision_recall(scores, labels, num_gt[c]))
     return ap, np.nanmean(ap) if (~np.isnan(ap)).any() else np.nan
+
+
+# --- dataset_tools/oid_hierarchical_labels_expansion.py and metrics/oid_challenge_evaluation.py ----------------------
+
+def _update_dict(initial, update):
+    for key, values in update.items():
+        if key in initial:
+            initial[key].update(values)
+        else:
+            initial[key] = set(values)
+
+
+def _build_plain_hierarchy(hierarchy, skip_root=False):
+    all_children, all_keyed_parent, all_keyed_child = set(), {}, {}
+    if "Subcategory" in hierarchy:
+        for node in hierarchy["Subcategory"]:
+            keyed_parent, keyed_child, children = _build_plain_hierarchy(node)
+            _update_dict(all_keyed_parent, keyed_parent)
+            _update_dict(all_keyed_child, keyed_child)
+            all_children.update(children)
+    if not skip_root:
+        all_keyed_parent[hierarchy["LabelName"]] = set(all_children)
+        all_children.add(hierarchy["LabelName"])
+        for child in all_keyed_child:
+            all_keyed_child[child].add(hierarchy["LabelName"])
+        all_keyed_child[hierarchy["LabelName"]] = set()
+    return all_keyed_parent, all_keyed_child, all_children
+
+
+def expand_csv(lines, hierarchy, labels_file):
+    """The expansion tool's ``main`` on a CSV file's lines (header first)."""
+    keyed_parent, keyed_child, _ = _build_plain_hierarchy(hierarchy, skip_root=True)
+    header, out = lines[0], [lines[0]]
+    names = header.strip().split(",")
+    label_at = names.index("LabelName")
+    confidence_at = names.index("Confidence") if labels_file else -1
+    for line in lines[1:]:
+        row = line.split(",")
+        out.append(line)
+        if labels_file and int(row[confidence_at]) != 1:
+            targets = keyed_parent[row[label_at]]
+        else:
+            assert row[label_at] in keyed_child
+            targets = keyed_child[row[label_at]]
+        for target in targets:
+            row[label_at] = target
+            out.append(",".join(row))
+    return out
+
+
+def evaluate_csv(boxes_csv, labels_csv, predictions_csv, hierarchy, label_map, weight=1.0):
+    """``oid_challenge_evaluation.py``'s ``main`` (boxes) with files expanded by the expansion tool: pandas reads,
+    groupby('ImageID'), ``build_groundtruth_dictionary`` / ``build_predictions_dictionary``, the challenge evaluator.
+    ``label_map``: LabelName → 1-based id. Returns ``(per_class_ap, mean_ap)``."""
+    import io
+
+    import pandas as pd
+
+    def expanded(path, labels_file):
+        with open(path) as handle:
+            return io.StringIO("".join(expand_csv(handle.readlines(), hierarchy, labels_file)))
+
+    locations = pd.read_csv(expanded(boxes_csv, False))
+    labels = pd.read_csv(expanded(labels_csv, True)).rename(columns={"Confidence": "ConfidenceImageLabel"})
+    annotations = pd.concat([locations, labels])
+    predictions = pd.read_csv(predictions_csv)
+    groundtruth, detections = [], []
+    for image_id, data in annotations.groupby("ImageID"):
+        boxes = data[data.XMin.notnull()]
+        verified = data[data.ConfidenceImageLabel.notnull()]
+        groundtruth.append({"image_key": image_id,
+                            "groundtruth_boxes": boxes[["YMin", "XMin", "YMax", "XMax"]].to_numpy().astype(float),
+                            "groundtruth_classes": boxes["LabelName"].map(lambda x: label_map[x]).to_numpy(),
+                            "groundtruth_group_of": boxes["IsGroupOf"].to_numpy().astype(int).astype(bool),
+                            "groundtruth_image_classes": verified["LabelName"].map(lambda x: label_map[x]).to_numpy()})
+        mine = predictions.loc[predictions["ImageID"] == image_id]
+        detections.append({"image_key": image_id,
+                           "detection_classes": mine["LabelName"].map(lambda x: label_map[x]).to_numpy(),
+                           "detection_scores": mine["Score"].to_numpy().astype(float),
+                           "detection_boxes": mine[["YMin", "XMin", "YMax", "XMax"]].to_numpy().astype(float)})
+    return evaluate(max(label_map.values()), groundtruth, detections, challenge=True, weight=weight)

@@ -212,7 +212,7 @@ def read_ground_truth(boxes, labels, hierarchy, class_descriptions=None, expand:
                   ((pl.col("XMax") - pl.col("XMin")) * (pl.col("YMax") - pl.col("YMin"))).alias("area"),
                   (pl.col("IsGroupOf") == 1.0).alias("iscrowd"), pl.lit(None, pl.Boolean).alias("ignore"),
                   pl.lit(None, pl.Boolean).alias("difficult"), pl.col("_row").alias("gt_order")))
-    gt = gt.cast({**schema.GT, **schema.OPENIMAGES_CORNERS})
+    gt = gt.select(*schema.GT, *schema.OPENIMAGES_CORNERS).cast({**schema.GT, **schema.OPENIMAGES_CORNERS})
     image_labels = None
     if label is not None:
         down = _expansion(tree, tree.descendants if expand else {}, names)
@@ -269,7 +269,7 @@ def iter_predictions(path, dataset: OpenImagesDataset) -> Iterator[pl.DataFrame]
         yield known.select((pl.col("_row") + 1).cast(pl.Int64).alias("det_id"), "image_id", "category_id",
                            pl.col("Score").alias("score"), *_stored_box(),
                            ((pl.col("XMax") - pl.col("XMin")) * (pl.col("YMax") - pl.col("YMin"))).alias("area")
-                           ).cast({**schema.DT, **schema.OPENIMAGES_CORNERS})
+                           ).select(*schema.DT, *schema.OPENIMAGES_CORNERS).cast({**schema.DT, **schema.OPENIMAGES_CORNERS})
     if unknown:
         warnings.warn(f"{path}: {unknown} prediction(s) on images without ground-truth rows are not evaluated "
                       "(as the reference, which never adds those images)", InputWarning, stacklevel=2)
