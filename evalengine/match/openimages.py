@@ -66,11 +66,6 @@ class OpenImagesProtocol(Protocol):
     def v2(cls, **params) -> "OpenImagesProtocol":
         return cls(**{"group_of_weight": 0.0, "verified_labels": False, **params})
 
-    def match_params(self) -> dict:
-        # the weight changes no row of the tables (only the metrics' counts), so every weight shares one table
-        return {"name": self.name, "iou_threshold": self.iou_threshold, "verified_labels": bool(self.verified_labels),
-                "max_dets": self.max_dets}
-
     def shard_inputs(self, layout, run: str) -> tuple:
         """A detection run's shards with the ground truth and (``verified_labels``) the image-level labels."""
         layout.check_run(run)
