@@ -150,7 +150,7 @@ def _check_corners(frame: pl.DataFrame, path, what: str, ordered: bool) -> None:
         bad = frame.filter(~pl.col(column).is_between(0.0, 1.0))
         if bad.height:
             raise InputError(f"{path}: line {bad.select(_ROW).item(0, 0)}: '{column}' is {bad.get_column(column)[0]!r}, "
-                             f"outside [0, 1] (normalised coordinates; {bad.height} such {what}s)")
+                             f"outside [0, 1] (normalised coordinates; {bad.height} {what} row(s))")
     if ordered:
         for lo, hi in (("XMin", "XMax"), ("YMin", "YMax")):
             bad = frame.filter(pl.col(lo) > pl.col(hi))
