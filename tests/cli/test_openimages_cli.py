@@ -129,3 +129,18 @@ def test_predictions_on_unknown_images_are_counted_in_a_warning(tmp_path, capsys
                           HIERARCHY, "--dt", paths["predictions"], "--json", "--quiet")
     assert code == 0 and json.loads(out)["map"] >= 0
     assert "2 prediction(s) on images without ground-truth rows are not evaluated" in err
+
+
+def test_parquet_predictions_equal_csv(tmp_path, capsys):
+    import polars as pl
+    paths = write_challenge_files(tmp_path, 5)
+    parquet = tmp_path / "predictions.parquet"
+    pl.read_csv(paths["predictions"], infer_schema=False).with_columns(
+        pl.col("Score", "XMin", "XMax", "YMin", "YMax").cast(pl.Float64)).write_parquet(parquet)
+    outputs = []
+    for dt in (paths["predictions"], parquet):
+        code, out, err = _run(capsys, "--gt-boxes", paths["boxes"], "--gt-labels", paths["labels"], "--hierarchy",
+                              HIERARCHY, "--dt", dt, "--json", "--quiet")
+        assert code == 0, err
+        outputs.append(json.loads(out))
+    assert outputs[0] == outputs[1] and outputs[0]["per_class"]
