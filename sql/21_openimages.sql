@@ -26,7 +26,7 @@ UNION ALL
 SELECT g.protocol, g.run, g.category_id, g.image_id, 1 AS side, g.gt_id AS at, g.group_score AS score,
        p.group_of_weight AS label
 FROM openimages_gt_matches AS g JOIN openimages_protocols AS p USING (protocol, run)
-WHERE g.group_of AND g.group_score > 0 AND p.group_of_weight > 0;
+WHERE g.group_of AND g.group_score > 0 AND p.group_of_weight > 0 AND g.ignored_bits & 2 = 0;
 
 -- openimages_ap: AP per class as compute_precision_recall / compute_average_precision (all-point, precision made
 -- non-increasing from the right), TP (weighted) and FP counts and num_gt (regular + group_of_weight per group-of

@@ -27,15 +27,20 @@ import polars as pl
 import pyarrow as pa
 
 from evalengine import schema
-from evalengine.errors import ProtocolError
+from evalengine.errors import ProtocolError, check_option
 from evalengine.geometry.box_iou import OPENIMAGES, box_iou_blocks
+from evalengine.geometry.masks import openimages_overlap_blocks
 from evalengine.match.coco import _fixed_list
-from evalengine.match.group_of import DIFFICULT, GROUP_OF, TRUE_POSITIVE, assign_group_of
+from evalengine.match.group_of import BOX_MATCHED, DIFFICULT, GROUP_OF, TRUE_POSITIVE, assign_group_of
 from evalengine.match.groups import block_chunks, merge_groups
+from evalengine.match.shapes import _masks
 from evalengine.match.protocol import Protocol, column_array, positive_integers, real_numbers, unit_thresholds
 
+IOU_TYPES = ("bbox", "segm")
+MASK_COLUMNS = ("mask_h", "mask_w", "mask_counts")
 SCORE_FLOOR = -10.0  # np_box_list_ops.non_max_suppression(score_threshold=-10.0) keeps scores above it
 CORNERS = ("x", "y", "x_max", "y_max")
+IGNORED = (DIFFICULT, GROUP_OF, BOX_MATCHED)
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class OpenImagesProtocol(Protocol):
     group_of_weight: float = 1.0
     verified_labels: bool = True
     max_dets: int = 10000
+    iou_type: str = "bbox"
     name: ClassVar[str] = "openimages"
     sides: ClassVar[tuple] = ("dt", "gt")
     use_cats: ClassVar[bool] = True
@@ -59,12 +65,18 @@ class OpenImagesProtocol(Protocol):
             raise ProtocolError(f"group_of_weight must be >= 0, got {weight}")
         object.__setattr__(self, "group_of_weight", weight)
         object.__setattr__(self, "max_dets", positive_integers("max_dets", [self.max_dets])[0])
+        check_option("iou_type", self.iou_type, IOU_TYPES)
         if not isinstance(self.verified_labels, (bool, np.bool_)):
             raise ProtocolError(f"verified_labels must be True or False, got {self.verified_labels!r}")
 
     @classmethod
     def v2(cls, **params) -> "OpenImagesProtocol":
         return cls(**{"group_of_weight": 0.0, "verified_labels": False, **params})
+
+    @classmethod
+    def segmentation_challenge(cls, **params) -> "OpenImagesProtocol":
+        """``OpenImagesInstanceSegmentationChallengeEvaluator``: masks, group-of boxes pure ignore."""
+        return cls(**{"group_of_weight": 0.0, "iou_type": "segm", **params})
 
     def shard_inputs(self, layout, run: str) -> tuple:
         """A detection run's shards with the ground truth and (``verified_labels``) the image-level labels."""
@@ -80,7 +92,7 @@ class OpenImagesProtocol(Protocol):
         return inputs, {}
 
     def input_columns(self) -> dict:
-        boxes = ["image_id", "category_id", *CORNERS]
+        boxes = ["image_id", "category_id", *CORNERS, *(MASK_COLUMNS if self.iou_type == "segm" else ())]
         return {"gt": ["gt_id", *boxes, "iscrowd", "difficult"], "dt": ["det_id", "score", *boxes],
                 "image_labels": ["image_id", "category_id"]}
 
@@ -141,11 +153,25 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame | None,
     dt_box = np.ascontiguousarray(dt.select(CORNERS).to_numpy().astype(np.float64)).reshape(-1, 4)
     gt_box = np.ascontiguousarray(gt.select(CORNERS).to_numpy().astype(np.float64)).reshape(-1, 4)
     score = column_array(dt, "score", "float64")
+    mask_mode = protocol.iou_type == "segm"
+    thresholds = np.array([np.float32(protocol.iou_threshold), protocol.iou_threshold])
+    if mask_mode:
+        g_counts, g_span, _, g_area, _ = _masks(gt, ("ground truth", "gt_id"), "segm")
+        d_counts, d_span, _, d_area, _ = _masks(dt, ("detection", "det_id"), "segm")
+        masked = g_area > 0  # the reference: a ground truth whose mask is all zeros has none
+
+        def blocks(lo, hi):
+            return openimages_overlap_blocks(d_counts, d_span, d_area, dt_box, g_counts, g_span, masked, gt_box,
+                                             group_of, gt_start, gt_len, dt_start, dt_len, lo, hi)
+    else:
+        masked = np.zeros(gt.height, np.bool_)
+
+        def blocks(lo, hi):
+            return box_iou_blocks(OPENIMAGES, dt_box, gt_box, group_of, gt_start, gt_len, dt_start, dt_len, lo, hi)
     for lo, hi in block_chunks(gt_len, dt_len):
-        values, offsets = box_iou_blocks(OPENIMAGES, dt_box, gt_box, group_of, gt_start, gt_len, dt_start, dt_len,
-                                         lo, hi)
+        values, offsets = blocks(lo, hi)
         assign_group_of(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, score, group_of, difficult,
-                        protocol.iou_threshold, out)
+                        masked, mask_mode, thresholds, out)
     outcome, partner, overlap, gt_matched, group_score = out
     has_partner = partner >= 0
     gt_ids = column_array(gt, "gt_id")
@@ -154,8 +180,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame | None,
     dt_matches = pl.from_arrow(pa.table({
         **{c: dt.get_column(c).to_arrow() for c in ("image_id", "category_id", "det_id", "score", "dt_rank")},
         "tp_bits": _fixed_list(np.where(outcome == TRUE_POSITIVE, one, 0).astype(np.uint64).reshape(-1, 1)),
-        "ignored_bits": _fixed_list(np.where((outcome == DIFFICULT) | (outcome == GROUP_OF), one, 0)
-                                    .astype(np.uint64).reshape(-1, 1)),
+        "ignored_bits": _fixed_list(np.where(np.isin(outcome, IGNORED), one, 0).astype(np.uint64).reshape(-1, 1)),
         "matched_gt_id": _fixed_list(partner_id.reshape(-1, 1), has_partner.reshape(-1, 1)),
         "matched_iou": _fixed_list(overlap.reshape(-1, 1), has_partner.reshape(-1, 1)),
         "area_iou": _fixed_list(overlap.reshape(-1, 1), has_partner.reshape(-1, 1)),
@@ -163,7 +188,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame | None,
     })).cast(schema.OPENIMAGES_DT_MATCHES)
     gt_matches = pl.from_arrow(pa.table({
         **{c: gt.get_column(c).to_arrow() for c in ("image_id", "category_id", "gt_id")},
-        "ignored_bits": pa.array(difficult.astype(np.uint64)),
+        "ignored_bits": pa.array(difficult.astype(np.uint64) | np.where(mask_mode & ~masked, 2, 0).astype(np.uint64)),
         "matched_bits": _fixed_list(gt_matched.astype(np.uint64).reshape(-1, 1)),
         "group_of": pa.array(group_of),
         "group_score": pa.array(group_score, from_pandas=True),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from evalengine.match.group_of import DIFFICULT, GROUP_OF
+from evalengine.match.group_of import FALSE_POSITIVE, TRUE_POSITIVE
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,12 @@ class OpenImagesAccumulation:
 
 def entries(dt: pl.LazyFrame, gt: pl.LazyFrame, group_of_weight: float) -> pl.LazyFrame:
     """``category_id, score, label`` in the reference's concatenation order (category, image, side, rank)."""
-    detections = dt.filter(~pl.col("outcome").is_in([DIFFICULT, GROUP_OF])).select(
+    detections = dt.filter(pl.col("outcome").is_in([FALSE_POSITIVE, TRUE_POSITIVE])).select(
         "category_id", "image_id", pl.lit(0, pl.Int8).alias("side"), pl.col("dt_rank").cast(pl.Int64).alias("at"),
         "score", (pl.col("tp_bits").arr.first() > 0).cast(pl.Float64).alias("label"))
-    groups = gt.filter(pl.col("group_of") & (pl.col("group_score") > 0) & pl.lit(group_of_weight > 0)).select(
+    # a group-of box without a mask (instance segmentation: ignored_bits bit 1) gives no entry
+    groups = gt.filter(pl.col("group_of") & (pl.col("group_score") > 0) & pl.lit(group_of_weight > 0)
+                       & (pl.col("ignored_bits") & 2 == 0)).select(
         "category_id", "image_id", pl.lit(1, pl.Int8).alias("side"), pl.col("gt_id").alias("at"),
         pl.col("group_score").alias("score"), pl.lit(float(group_of_weight)).alias("label"))
     return pl.concat([detections, groups]).sort("category_id", "image_id", "side", "at").select(

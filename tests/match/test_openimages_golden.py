@@ -16,9 +16,7 @@ from tests.openimages_cases import DATA, array, evaluate, load
 EVALUATORS = load("evaluator_cases.json")
 PER_IMAGE = load("per_image_cases.json")
 METRICS = load("metrics_hierarchy_parsing_cases.json")
-BOX_EVALUATORS = [name for name, case in EVALUATORS.items()
-                  if not case["constructor_args"].get("evaluate_masks") and "Segmentation" not in case["evaluator"]
-                  and "masks" not in name]
+MASKS = ("evaluate_masks", "Segmentation")
 
 
 def _skip_unlabeled(case) -> list:
@@ -33,13 +31,15 @@ def _skip_unlabeled(case) -> list:
     return detections
 
 
-@pytest.mark.parametrize("name", BOX_EVALUATORS, ids=lambda n: n.split("::", 1)[1])
+@pytest.mark.parametrize("name", list(EVALUATORS), ids=lambda n: n.split("::", 1)[1])
 def test_evaluator_cases(tmp_path, name):
     case = EVALUATORS[name]
     args, kind = case["constructor_args"], case["evaluator"]
+    masks = args.get("evaluate_masks") or "Segmentation" in kind
     protocol = OpenImagesProtocol(iou_threshold=args["matching_iou_threshold"],
                                   group_of_weight=args.get("group_of_weight", 0.0),
-                                  verified_labels=kind == "OpenImagesChallengeEvaluator")
+                                  verified_labels=kind == "OpenImagesChallengeEvaluator",
+                                  iou_type="segm" if masks else "bbox")
     detections = _skip_unlabeled(case) if args.get("skip_predictions_for_unlabeled_class") else case["detections"]
     groundtruth = [{k: v for k, v in g.items() if k != "groundtruth_labeled_classes"} for g in case["groundtruth"]]
     n_classes = max(c["id"] for c in args["categories"])
@@ -58,15 +58,17 @@ def test_evaluator_cases(tmp_path, name):
 def _single_class_calls():
     for name, case in PER_IMAGE.items():
         for i, call in enumerate(case["calls"]):
-            masks = call["kwargs"].get("detected_masks", call["args"][5] if len(call["args"]) > 5 else None)
-            if call["kind"] == "per_image_single_class" and masks is None:
+            if call["kind"] == "per_image_single_class":
                 yield pytest.param(call, id=f"{name.split('::', 1)[1]}[{i}]")
 
 
-def _per_image_entries(tmp_path, protocol, n_classes, boxes, scores, classes, gt_boxes, gt_classes, difficult, group_of):
+def _per_image_entries(tmp_path, protocol, n_classes, boxes, scores, classes, gt_boxes, gt_classes, difficult, group_of,
+                       masks=None):
     gt = {"image_key": "img", "groundtruth_boxes": gt_boxes, "groundtruth_classes": gt_classes,
           "groundtruth_difficult": difficult, "groundtruth_group_of": group_of}
     dt = {"image_key": "img", "detection_boxes": boxes, "detection_scores": scores, "detection_classes": classes}
+    if masks is not None:
+        dt["detection_masks"], gt["groundtruth_instance_masks"] = masks
     evaluation = evaluate(tmp_path / "s", n_classes, [gt], [dt], protocol)
     rows = oi_metrics.entries(evaluation.dt_matches(), evaluation.gt_matches(), protocol.group_of_weight).collect()
     return {c: (rows.filter(pl.col("category_id") == c).get_column("score").to_numpy(),
@@ -77,16 +79,18 @@ def _per_image_entries(tmp_path, protocol, n_classes, boxes, scores, classes, gt
 def test_per_image_single_class(tmp_path, call):
     """``_compute_tp_fp_for_single_class``: the image's entries (scores and labels) in the evaluator's order."""
     names = ("detected_boxes", "detected_scores", "groundtruth_boxes", "groundtruth_is_difficult_list",
-             "groundtruth_is_group_of_list")
+             "groundtruth_is_group_of_list", "detected_masks", "groundtruth_masks")
     values = {**dict(zip(names, call["args"])), **call["kwargs"]}
     boxes, scores, gt_boxes = (np.asarray(array(values[k]), float) for k in names[:3])
     params = call["evaluator_params"]
+    masks = values.get("detected_masks") is not None
     protocol = OpenImagesProtocol.v2(iou_threshold=params["matching_iou_threshold"],
-                                     group_of_weight=params["group_of_weight"])
+                                     group_of_weight=params["group_of_weight"], iou_type="segm" if masks else "bbox")
     n_gt = gt_boxes.reshape(-1, 4).shape[0]
     found = _per_image_entries(tmp_path, protocol, 1, boxes.reshape(-1, 4), scores, np.ones(len(scores), int),
                                gt_boxes.reshape(-1, 4), np.ones(n_gt, int),
-                               np.asarray(array(values[names[3]]), bool), np.asarray(array(values[names[4]]), bool))
+                               np.asarray(array(values[names[3]]), bool), np.asarray(array(values[names[4]]), bool),
+                               (array(values[names[5]]), array(values[names[6]])) if masks else None)
     expected_scores, expected_labels = (np.asarray(array(r), float) for r in call["result"])
     np.testing.assert_array_equal(found[1][0], expected_scores)
     np.testing.assert_array_equal(found[1][1], expected_labels)
