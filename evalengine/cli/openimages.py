@@ -8,18 +8,19 @@ from evalengine.errors import EvalEngineError
 
 
 def _cmd_openimages(args) -> str:
-    if args.iou_type != "bbox":
-        raise EvalEngineError("openimages: --iou-type segm (the instance-segmentation track) is not implemented yet")
     if args.v2:
-        protocol = api.OpenImagesProtocol.v2(iou_threshold=args.iou)
+        protocol = api.OpenImagesProtocol.v2(iou_threshold=args.iou, iou_type=args.iou_type)
     else:
         if args.gt_labels is None:
             raise EvalEngineError("openimages: --gt-labels is needed by the challenge protocol (or pass --v2)")
-        protocol = api.OpenImagesProtocol(iou_threshold=args.iou, group_of_weight=args.group_of_weight)
+        protocol = api.OpenImagesProtocol(iou_threshold=args.iou, group_of_weight=args.group_of_weight,
+                                          iou_type=args.iou_type)
+    if args.gt_masks is not None and args.iou_type != "segm":
+        raise EvalEngineError("openimages: --gt-masks needs --iou-type segm")
     timed = options.phases(args)
     evaluation = api.evaluate_openimages(args.gt_boxes, args.gt_labels, args.hierarchy, args.dt, protocol,
                                          class_descriptions=args.class_descriptions, expand=not args.expanded,
-                                         store=args.store, n_shards=args.shards, phases=timed,
+                                         store=args.store, n_shards=args.shards, phases=timed, masks=args.gt_masks,
                                          **options.schedule(args))
     return options.profiled(args, timed, api.openimages_output(evaluation, args.json, args.store))
 
@@ -45,7 +46,11 @@ def add_openimages(sub) -> None:
     parser.add_argument("--group-of-weight", type=float, default=1.0,
                         help="weight of a group-of box (default 1, the detection challenge)")
     parser.add_argument("--iou-type", choices=("bbox", "segm"), default="bbox",
-                        help="bbox (default); segm: the instance-segmentation track (not implemented yet)")
+                        help="bbox (default); segm: the instance-segmentation track (masks: ImageWidth, ImageHeight, "
+                             "Mask columns, base64 of zlib of COCO RLE, in the boxes file or --gt-masks and in --dt)")
+    parser.add_argument("--gt-masks", default=None,
+                        help="segm: ground-truth masks CSV merged with the boxes as the reference does (ImageID, "
+                             "LabelName, XMin, XMax, YMin, YMax, IsGroupOf, ImageWidth, ImageHeight, Mask)")
     parser.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
     parser.add_argument("--shards", type=options.positive_int, default=None, help="image shards")
     options.schedule_args(parser)

@@ -33,7 +33,8 @@ from evalengine.geometry.masks import openimages_overlap_blocks
 from evalengine.match.coco import _fixed_list
 from evalengine.match.group_of import BOX_MATCHED, DIFFICULT, GROUP_OF, TRUE_POSITIVE, assign_group_of
 from evalengine.match.groups import block_chunks, merge_groups
-from evalengine.match.shapes import _masks
+from evalengine.io import rle
+from evalengine.match.shapes import _masks, _rows
 from evalengine.match.protocol import Protocol, column_array, positive_integers, real_numbers, unit_thresholds
 
 IOU_TYPES = ("bbox", "segm")
@@ -156,7 +157,9 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame | None,
     mask_mode = protocol.iou_type == "segm"
     thresholds = np.array([np.float32(protocol.iou_threshold), protocol.iou_threshold])
     if mask_mode:
-        g_counts, g_span, _, g_area, _ = _masks(gt, ("ground truth", "gt_id"), "segm")
+        g_counts, g_span = _rows(gt, "mask_counts")  # a ground truth without a mask has no runs: area 0
+        g_counts = g_counts.astype(np.uint32, copy=False)
+        g_area = rle.area(g_counts, np.append(g_span[:, 0], g_span[-1, 1] if len(g_span) else 0))
         d_counts, d_span, _, d_area, _ = _masks(dt, ("detection", "det_id"), "segm")
         masked = g_area > 0  # the reference: a ground truth whose mask is all zeros has none
 

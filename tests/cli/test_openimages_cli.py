@@ -144,3 +144,45 @@ def test_parquet_predictions_equal_csv(tmp_path, capsys):
         assert code == 0, err
         outputs.append(json.loads(out))
     assert outputs[0] == outputs[1] and outputs[0]["per_class"]
+
+
+def _mask_text(mask) -> str:
+    """base64 of zlib of the compressed COCO RLE of a dense mask (the challenge's ``Mask`` column)."""
+    import base64
+    import zlib
+
+    from evalengine.io import rle
+    from tests.openimages_cases import rle_counts
+    counts = rle_counts(mask)
+    text = rle.encode_strings(np.array(counts, np.uint32), np.array([0, len(counts)]))[0]
+    return base64.b64encode(zlib.compress(text.encode())).decode()
+
+
+def test_instance_segmentation_track(tmp_path, capsys):
+    """Masks in the boxes file and a --gt-masks file; a prediction of the right mask, one of a mask elsewhere scored
+    higher, one inside a box without a mask (ignored), one of an empty mask (dropped: an invalid box)."""
+    cat, person = "/m/01yrx", "/m/01g317"
+    full, other, empty = np.zeros((4, 6), np.uint8), np.zeros((4, 6), np.uint8), np.zeros((4, 6), np.uint8)
+    full[:2, :3] = 1
+    other[2:, 3:] = 1
+    (tmp_path / "boxes.csv").write_text(
+        "ImageID,LabelName,XMin,XMax,YMin,YMax,IsGroupOf,ImageWidth,ImageHeight,Mask\n"
+        f"img,{cat},0.0,0.5,0.0,0.5,0,6,4,{_mask_text(full)}\n"
+        f"img,{person},0.5,1.0,0.5,1.0,0,,,\n")
+    (tmp_path / "masks.csv").write_text(
+        "ImageID,LabelName,XMin,XMax,YMin,YMax,IsGroupOf,ImageWidth,ImageHeight,Mask\n"
+        f"img,{person},0.5,1.0,0.5,1.0,0,6,4,{_mask_text(empty)}\n")
+    (tmp_path / "labels.csv").write_text(f"ImageID,LabelName,Confidence\nimg,{cat},1\nimg,{person},1\n")
+    (tmp_path / "pred.csv").write_text(
+        "ImageID,LabelName,Score,ImageWidth,ImageHeight,Mask\n"
+        f"img,{cat},0.5,6,4,{_mask_text(full)}\nimg,{cat},0.9,6,4,{_mask_text(other)}\n"
+        f"img,{person},0.8,6,4,{_mask_text(other)}\nimg,{person},0.7,6,4,{_mask_text(empty)}\n")
+    code, out, err = _run(capsys, "--gt-boxes", tmp_path / "boxes.csv", "--gt-labels", tmp_path / "labels.csv",
+                          "--gt-masks", tmp_path / "masks.csv", "--hierarchy", HIERARCHY, "--dt", tmp_path / "pred.csv",
+                          "--iou-type", "segm", "--json", "--quiet")
+    assert code == 0, err
+    payload = json.loads(out)
+    # cat: FP at 0.9, TP at 0.5 → precision [0, 0.5], recall [0, 1]: AP 0.5; person: no mask → not counted (NaN);
+    # Cat's ancestors (Carnivore, Mammal, Animal) hold its expanded box, but the predictions are not expanded: AP 0
+    assert payload["per_class"] == {cat: 0.5, "/m/01lrl": 0.0, "/m/04rky": 0.0, "/m/0jbk": 0.0}
+    assert payload["map"] == 0.125

@@ -228,3 +228,40 @@ def test_challenge_csv_parsing(tmp_path):
     np.testing.assert_array_equal(dt.select("y", "x", "y_max", "x_max").to_numpy(), array(expected["detection_boxes"]))
     np.testing.assert_array_equal(dt.get_column("score").to_numpy(), array(expected["detection_scores"]))
     np.testing.assert_array_equal(dt.get_column("category_id").to_numpy(), array(expected["detection_classes"]))
+
+
+def test_challenge_csv_parsing_masks(tmp_path):
+    """build_groundtruth_dictionary / build_predictions_dictionary with masks: the decoded masks (base64 of zlib of
+    COCO RLE) and the prediction boxes made from them."""
+    from evalengine.io.openimages import iter_predictions
+    from tests.openimages_cases import rle_counts
+    prefix = "oid_challenge_evaluation_utils_test::OidChallengeEvaluationUtilTest::"
+    gt_call = METRICS[prefix + "testBuildGroundtruthDictionaryMasks"]["calls"][0]
+    frame, label_map = gt_call["args"]
+    table = pl.DataFrame(frame["data"], schema=frame["columns"], orient="row", infer_schema_length=None)
+    hierarchy = _write_tree(tmp_path, {"LabelName": "root", "Subcategory": [{"LabelName": n} for n in label_map]})
+    descriptions = tmp_path / "classes.csv"
+    descriptions.write_text("".join(f"{n},{n}\n" for n in sorted(label_map, key=label_map.get)))
+    boxes = table.filter(pl.col("XMin").is_not_null()).drop("ConfidenceImageLabel")
+    labels = table.filter(pl.col("ConfidenceImageLabel").is_not_null()).select(
+        "ImageID", "LabelName", pl.col("ConfidenceImageLabel").cast(pl.Int64).alias("Confidence"))
+    boxes.with_columns(pl.col("IsGroupOf", "ImageWidth", "ImageHeight").cast(pl.Int64)).write_csv(tmp_path / "b.csv")
+    labels.write_csv(tmp_path / "l.csv")
+    dataset = read_ground_truth(tmp_path / "b.csv", tmp_path / "l.csv", hierarchy, descriptions, with_masks=True)
+    expected = gt_call["result"]
+    gt = dataset.gt.sort("gt_order")
+    np.testing.assert_array_equal(gt.select("y", "x", "y_max", "x_max").to_numpy(), array(expected["groundtruth_boxes"]))
+    for counts, mask in zip(gt.get_column("mask_counts").to_list(), array(expected["groundtruth_instance_masks"])):
+        if mask.any():
+            assert counts == rle_counts(mask)
+        else:  # no Mask, or an empty one: the reference's zero mask (no mask, for the evaluator)
+            assert counts is None or sum(counts[1::2]) == 0
+    dt_call = METRICS[prefix + "testBuildPredictionDictionaryMasks"]["calls"][0]
+    frame = dt_call["args"][0]
+    pl.DataFrame(frame["data"], schema=frame["columns"], orient="row").write_csv(tmp_path / "p.csv")
+    dt = pl.concat(list(iter_predictions(tmp_path / "p.csv", dataset, with_masks=True)))
+    expected = dt_call["result"]
+    np.testing.assert_array_equal(dt.select("y", "x", "y_max", "x_max").to_numpy(), array(expected["detection_boxes"]))
+    for counts, mask in zip(dt.get_column("mask_counts").to_list(), array(expected["detection_masks"])):
+        assert counts == rle_counts(mask)
+    np.testing.assert_array_equal(dt.get_column("score").to_numpy(), array(expected["detection_scores"]))
