@@ -43,7 +43,8 @@ def rle_counts(mask: np.ndarray) -> list:
 
 def _mask_columns(masks) -> dict:
     masks = np.asarray(array(masks), np.uint8)
-    return {"mask_h": [m.shape[0] for m in masks], "mask_w": [m.shape[1] for m in masks],
+    return {"mask_h": pl.Series([m.shape[0] for m in masks], dtype=pl.Int32),
+            "mask_w": pl.Series([m.shape[1] for m in masks], dtype=pl.Int32),
             "mask_counts": pl.Series([rle_counts(m) for m in masks], dtype=pl.List(pl.UInt32))}
 
 
@@ -90,7 +91,8 @@ def build_store(path, n_classes: int, groundtruth: list, detections: list, n_sha
                                        "score": np.asarray(array(d["detection_scores"]), np.float64).reshape(-1),
                                        **_box_columns(array(d["detection_boxes"])),
                                        **(_mask_columns(d["detection_masks"]) if "detection_masks" in d else {})}))
-    dt = pl.concat(dt_frames) if dt_frames else pl.DataFrame(schema={"image_id": pl.Int64})
+    empty = {**schema.DT, **schema.OPENIMAGES_CORNERS}
+    dt = pl.concat(dt_frames, how="diagonal_relaxed") if dt_frames else pl.DataFrame(schema=empty).drop("det_id")
     dt = dt.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("det_id"))
     dt = dt.select(*schema.DT, *schema.OPENIMAGES_CORNERS, *[c for c in schema.MASK if c in dt.columns]).cast(
         {**schema.DT, **schema.OPENIMAGES_CORNERS})

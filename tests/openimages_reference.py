@@ -29,9 +29,37 @@ def _ioa(b1, b2):
     return _intersection(b1, b2) / np.expand_dims(_area(b2), axis=0)
 
 
-def _tp_fp_single_class(boxes, scores, gt_boxes, difficult, group_of, thr, weight, max_out=10000):
+_EPSILON = 1e-7  # np_mask_ops
+
+
+def _mask_area(masks):
+    return np.sum(masks, axis=(1, 2), dtype=np.float32)
+
+
+def _mask_intersection(m1, m2):
+    answer = np.zeros([m1.shape[0], m2.shape[0]], dtype=np.float32)
+    for i in np.arange(m1.shape[0]):
+        for j in np.arange(m2.shape[0]):
+            answer[i, j] = np.sum(np.minimum(m1[i], m2[j]), dtype=np.float32)
+    return answer
+
+
+def _mask_iou(m1, m2):
+    inter = _mask_intersection(m1, m2)
+    union = np.expand_dims(_mask_area(m1), axis=1) + np.expand_dims(_mask_area(m2), axis=0) - inter
+    return inter / np.maximum(union, _EPSILON)
+
+
+def _mask_ioa(m1, m2):
+    return _mask_intersection(m1, m2) / (np.expand_dims(_mask_area(m2), axis=0) + _EPSILON)
+
+
+def _tp_fp_single_class(boxes, scores, gt_boxes, difficult, group_of, thr, weight, max_out=10000, masks=None,
+                        gt_masks=None):
     if boxes.size == 0:
         return np.array([], dtype=float), np.array([], dtype=bool)
+    if masks is not None:
+        return _tp_fp_single_class_masks(boxes, scores, masks, gt_boxes, gt_masks, difficult, group_of, thr, weight)
     keep = scores > -10.0  # non_max_suppression: filter_scores_greater_than, sort, cap (IoU 1.0)
     boxes, scores = boxes[keep], scores[keep]
     order = np.argsort(scores)[::-1][:max_out]
@@ -75,6 +103,64 @@ def _tp_fp_single_class(boxes, scores, gt_boxes, difficult, group_of, thr, weigh
             np.concatenate((tp[valid].astype(float), group_labels)))
 
 
+def _tp_fp_single_class_masks(boxes, scores, masks, gt_boxes, gt_masks, difficult, group_of, thr, weight):
+    """The mask mode of ``_compute_tp_fp_for_single_class`` (NMS at IoU 1.0: a sort)."""
+    order = np.argsort(scores)[::-1]
+    boxes, scores, masks = boxes[order], scores[order], masks[order]
+    n = boxes.shape[0]
+    present = np.sum(gt_masks, axis=(1, 2)) > 0
+    if gt_boxes.size == 0:
+        return scores, np.zeros(n, dtype=bool)
+    tp = np.zeros(n, dtype=bool)
+    to_difficult, to_group, to_box = (np.zeros(n, dtype=bool) for _ in range(3))
+
+    def match_iou(iou, diff, is_box):
+        best = np.argmax(iou, axis=1)
+        detected = np.zeros(iou.shape[1], dtype=bool)
+        for i in range(n):
+            g = best[i]
+            if not tp[i] and not to_difficult[i] and iou[i, g] >= thr and not to_group[i]:
+                if not diff[g]:
+                    if not detected[g]:
+                        tp[i] = True
+                        detected[g] = True
+                        to_box[i] = is_box
+                else:
+                    to_difficult[i] = True
+
+    def match_ioa(ioa, is_box):
+        group_scores = np.zeros(ioa.shape[1], dtype=float)
+        labels = weight * np.ones(ioa.shape[1], dtype=float)
+        best = np.argmax(ioa, axis=1)
+        for i in range(n):
+            g = best[i]
+            if not tp[i] and not to_difficult[i] and ioa[i, g] >= thr and not to_group[i]:
+                to_group[i] = True
+                to_box[i] = is_box
+                group_scores[g] = max(group_scores[g], scores[i])
+        selector = np.where((group_scores > 0) & (labels > 0))
+        return group_scores[selector], labels[selector]
+
+    gm, gg, gd = gt_masks[present], group_of[present], difficult[present]
+    iou_mask, ioa_mask = _mask_iou(masks, gm[~gg]), np.transpose(_mask_ioa(gm[gg], masks))
+    bb, bg, bd = gt_boxes[~present], group_of[~present], difficult[~present]
+    iou = ioa = np.ndarray([0, 0])
+    if (~present).any():
+        iou, ioa = _iou(boxes, bb[~bg]), np.transpose(_ioa(bb[bg], boxes))
+    mask_group_scores, mask_group_labels = np.ndarray([0], dtype=float), np.ndarray([0], dtype=float)
+    if iou_mask.shape[1] > 0:
+        match_iou(iou_mask, gd[~gg], False)
+    if ioa_mask.shape[1] > 0:
+        mask_group_scores, mask_group_labels = match_ioa(ioa_mask, False)
+    if iou.shape[1] > 0:
+        match_iou(iou, bd[~bg], True)
+    if ioa.shape[1] > 0:
+        match_ioa(ioa, True)
+    valid = ~to_difficult & ~to_group & ~to_box
+    return (np.concatenate((scores[valid], mask_group_scores)),
+            np.concatenate((tp[valid].astype(float), mask_group_labels)))
+
+
 def _precision_recall(scores, labels, num_gt):
     order = np.argsort(scores)[::-1]
     tp = labels[order]
@@ -106,7 +192,10 @@ def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.
         n = classes.shape[0]
         group_of = np.asarray(g.get("groundtruth_group_of", np.zeros(n, bool)), bool)
         difficult = np.asarray(g.get("groundtruth_difficult", np.zeros(n, bool)), bool)
-        gts[g["image_key"]] = (boxes, classes, difficult, group_of)
+        gt_masks = g.get("groundtruth_instance_masks")
+        gts[g["image_key"]] = (boxes, classes, difficult, group_of, gt_masks)
+        if gt_masks is not None:  # a ground truth without a mask is not counted
+            difficult = difficult | (np.sum(gt_masks, axis=(1, 2)) == 0)
         for c in range(num_classes):
             num_gt[c] += np.sum(classes[~difficult & ~group_of] == c) + weight * np.sum(classes[group_of & ~difficult] == c)
         image_classes = np.asarray(g.get("groundtruth_image_classes", []), int) - 1
@@ -118,16 +207,23 @@ def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.
         boxes = np.asarray(d["detection_boxes"], float).reshape(-1, 4)
         scores = np.asarray(d["detection_scores"], float)
         classes = np.asarray(d["detection_classes"], int) - 1
+        masks = d.get("detection_masks")
+        masks = np.zeros((len(scores), 1, 1), np.uint8) if masks is None else np.asarray(masks, np.uint8)
         if challenge:
             allowed = np.isin(classes, evaluatable.get(key, np.array([])))
-            boxes, scores, classes = boxes[allowed], scores[allowed], classes[allowed]
+            boxes, scores, classes, masks = boxes[allowed], scores[allowed], classes[allowed], masks[allowed]
         valid = np.logical_and(boxes[:, 0] < boxes[:, 2], boxes[:, 1] < boxes[:, 3])
-        boxes, scores, classes = boxes[valid], scores[valid], classes[valid]
-        gt_boxes, gt_classes, difficult, group_of = gts.get(
-            key, (np.empty((0, 4)), np.array([], int), np.array([], bool), np.array([], bool)))
+        boxes, scores, classes, masks = boxes[valid], scores[valid], classes[valid], masks[valid]
+        gt_boxes, gt_classes, difficult, group_of, gt_masks = gts.get(
+            key, (np.empty((0, 4)), np.array([], int), np.array([], bool), np.array([], bool), None))
+        mask_mode = "detection_masks" in d
+        if mask_mode and gt_masks is None:
+            gt_masks = np.zeros((0, 1, 1), np.uint8)
         for c in range(num_classes):
             s, lab = _tp_fp_single_class(boxes[classes == c], scores[classes == c], gt_boxes[gt_classes == c],
-                                         difficult[gt_classes == c], group_of[gt_classes == c], thr, weight)
+                                         difficult[gt_classes == c], group_of[gt_classes == c], thr, weight,
+                                         masks=masks[classes == c] if mask_mode else None,
+                                         gt_masks=gt_masks[gt_classes == c] if mask_mode else None)
             if s.shape[0] > 0:
                 scores_per_class[c].append(s)
                 labels_per_class[c].append(lab)

@@ -160,7 +160,10 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame | None,
         g_counts, g_span = _rows(gt, "mask_counts")  # a ground truth without a mask has no runs: area 0
         g_counts = g_counts.astype(np.uint32, copy=False)
         g_area = rle.area(g_counts, np.append(g_span[:, 0], g_span[-1, 1] if len(g_span) else 0))
-        d_counts, d_span, _, d_area, _ = _masks(dt, ("detection", "det_id"), "segm")
+        if dt.height:
+            d_counts, d_span, _, d_area, _ = _masks(dt, ("detection", "det_id"), "segm")
+        else:
+            d_counts, d_span, d_area = np.zeros(0, np.uint32), np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
         masked = g_area > 0  # the reference: a ground truth whose mask is all zeros has none
 
         def blocks(lo, hi):
