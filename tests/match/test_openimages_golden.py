@@ -182,7 +182,7 @@ def test_expansion_examples(tmp_path):
 
 def test_small_hierarchy_cases(tmp_path):
     """oid_hierarchical_labels_expansion_test: a→{b, c→{d, e, f→d}, f→d}, boxes and labels."""
-    for name in ("test_bbox_expansion", "test_labels_expansion"):
+    for name in ("test_bbox_expansion", "test_labels_expansion", "test_segm_expansion"):
         calls = METRICS[f"oid_hierarchical_labels_expansion_test::HierarchicalLabelsExpansionTest::{name}"]["calls"]
         tree = read_hierarchy(_write_tree(tmp_path, calls[0]["args"][0]))
         for call in calls[1:]:
@@ -265,3 +265,35 @@ def test_challenge_csv_parsing_masks(tmp_path):
     for counts, mask in zip(dt.get_column("mask_counts").to_list(), array(expected["detection_masks"])):
         assert counts == rle_counts(mask)
     np.testing.assert_array_equal(dt.get_column("score").to_numpy(), array(expected["detection_scores"]))
+
+
+def test_object_detection_evaluation_evaluate(tmp_path):
+    """ObjectDetectionEvaluationTest.test_evaluate (full_call_traces.json): difficult and group-of boxes with
+    ``group_of_weight`` 0 through ``ObjectDetectionEvaluation``: AP, mAP and each class's precision and recall."""
+    calls = load("full_call_traces.json")["calls"]["object_detection_evaluation_test::ObjectDetectionEvaluationTest::"
+                                                   "test_evaluate"]
+    groundtruth, detections = [], []
+    for call in calls:
+        args = [array(a) for a in call.get("args") or []]
+        if call["kind"] == "add_single_ground_truth_image_info":
+            g = {"image_key": args[0], "groundtruth_boxes": args[1], "groundtruth_classes": args[2] + 1}
+            if len(args) > 3:
+                g["groundtruth_difficult"], g["groundtruth_group_of"] = args[3], args[4]
+            groundtruth.append(g)
+        elif call["kind"] == "add_single_detected_image_info":
+            detections.append({"image_key": args[0], "detection_boxes": args[1], "detection_scores": args[2],
+                               "detection_classes": args[3] + 1})
+        elif call["kind"] == "evaluate":
+            expected = call["result"]
+    protocol = OpenImagesProtocol.v2()
+    evaluation = evaluate(tmp_path / "s", 3, groundtruth, detections, protocol)
+    result = evaluation.accumulate()
+    np.testing.assert_allclose(result.ap, array(expected[0]), rtol=0, atol=1e-12)
+    assert result.mean_ap == pytest.approx(expected[1], abs=1e-12)
+    rows = oi_metrics.entries(evaluation.dt_matches(), evaluation.gt_matches(), 0.0).collect()
+    for c in range(3):
+        mine = rows.filter(pl.col("category_id") == c + 1)
+        precision, recall = oi_metrics.precision_recall(mine["score"].to_numpy(), mine["label"].to_numpy(),
+                                                        result.num_gt[c])
+        np.testing.assert_allclose(precision, array(expected[2][c]), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(recall, array(expected[3][c]), rtol=0, atol=1e-12)
