@@ -280,3 +280,20 @@ SEG_PARTITIONS = {"image_id": pl.Int64, "parameter": pl.Float64, **PARTITION_RUN
 # annotator) over the valid pixels, in that order then (seg_region, gt_region)
 CONTINGENCY = {"image_id": pl.Int64, "parameter": pl.Float64, "annotator": pl.Int32, "seg_region": pl.Int32,
                "gt_region": pl.Int32, "n": pl.Int64}
+
+# OpenImages (:mod:`evalengine.io.openimages`). Ground truth and detections keep the CSV's normalised corners exactly
+# (``x`` = XMin, ``y`` = YMin and these two; ``w``, ``h`` are their differences), since the reference compares boxes
+# on them; a ground truth's ``iscrowd`` is its IsGroupOf. Categories carry the class's display name.
+OPENIMAGES_CORNERS = {"x_max": pl.Float64, "y_max": pl.Float64}
+OPENIMAGES_CATEGORIES = {**CATEGORIES, "display_name": pl.String}
+# verified image-level labels after the hierarchy expansion, sharded by image: ``confidence`` 1 (positive) or 0
+IMAGE_LABELS = {"image_id": pl.Int64, "category_id": pl.Int64, "confidence": pl.Int8}
+# the class hierarchy's links, once each: ``kind`` is ``Subcategory`` or ``Part``; the root (not a category) has a
+# null id
+CATEGORY_EDGES = {"parent_id": pl.Int64, "child_id": pl.Int64, "parent_name": pl.String, "child_name": pl.String,
+                  "kind": pl.String}
+# the OpenImages match tables (:mod:`evalengine.match.openimages`): ``outcome`` 0 false positive, 1 true positive,
+# 2 ignored (difficult), 3 ignored (inside a group-of box); a group-of box's ``group_score`` is the largest score of
+# its detections (from 0, as the reference's ``scores_group_of``; null if none)
+OPENIMAGES_DT_MATCHES = {**dt_matches_schema(1, 1), "outcome": pl.Int8}
+OPENIMAGES_GT_MATCHES = {**gt_matches_schema(1), "group_of": pl.Boolean, "group_score": pl.Float64}

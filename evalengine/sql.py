@@ -31,7 +31,8 @@ from evalengine.metrics.summary import KEYPOINT_LAYOUT, SUMMARY_LAYOUT
 from evalengine.store.layout import open_layout
 from evalengine.store.location import is_remote, location
 from evalengine.store.lock import reading
-from evalengine.store.paths import DT, MATCHES, PARTITIONS, PROPOSALS, PROTOCOL_FILE, StorePaths, table_globs
+from evalengine.store.paths import (CATEGORY_EDGES, DT, IMAGE_LABELS, MATCHES, PARTITIONS, PROPOSALS, PROTOCOL_FILE,
+                                    StorePaths, table_globs)
 
 
 def _visible(glob: str) -> str:
@@ -81,6 +82,8 @@ def path_variables(store_path) -> dict:
                                 (PROPOSALS, layout.proposal_runs, layout.paths.proposals),
                                 (PARTITIONS, partition_runs, layout.paths.partitions)):
         variables[table] = [_within(folder(run), variables[table]) for run in sorted(runs)]
+    for table in (IMAGE_LABELS, CATEGORY_EDGES):  # OpenImages stores only
+        variables[table] = [variables[table]] if (layout.root / table).exists() else []
     runs = set(layout.runs) | set(layout.proposal_runs) | set(partition_runs)
     for protocol in PROTOCOLS:
         finished = sorted(str(recorded.parent) for recorded in layout.root.glob(

@@ -387,3 +387,5 @@ from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_d
 from evalengine.api.streaming import StreamingEvaluator  # noqa: E402
 from evalengine.api.lvis import (LvisEvaluation, LvisProtocol, evaluate_lvis, evaluate_store_lvis,  # noqa: E402
                                  lvis_output, lvis_payload)
+from evalengine.api.openimages import (OpenImagesEvaluation, OpenImagesProtocol, evaluate_openimages,  # noqa: E402
+                                       evaluate_store_openimages, ingest_openimages, openimages_output)

@@ -48,11 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     """The command's parser; it imports the commands, hence the libraries (inside :func:`main`'s boundary: a Ctrl-C
     while they load is an interruption too)."""
     from evalengine.cli import analyze, borji, coco, confusion, demo, diagnosis, fsck, invariance, lrp, proposals
-    from evalengine.cli import density, query, segmentation, upper_bound, voc
+    from evalengine.cli import density, openimages, query, segmentation, upper_bound, voc
     from evalengine.cli import lvis
 
     # the subcommands, in the order the help lists them
-    subcommands = (coco.add_coco, voc.add_voc, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare,
+    subcommands = (coco.add_coco, voc.add_voc, openimages.add_openimages, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare,
                    query.add_plot, coco.add_report, lrp.add_lrp, lrp.add_thresholds, diagnosis.add_tide, confusion.add_confusion,
                    analyze.add_analyze, borji.add_diagnose, upper_bound.add_upper_bound, invariance.add_invariance,
                    density.add_density,

@@ -7,7 +7,9 @@ Each convention is bit-for-bit the reference's arithmetic:
   truth the union is the detection's own area (intersection over detection area);
 - ``CORNERS`` (Hosang et al.'s toolbox, continuous boxes) on ``x1, y1, x2, y2``: 0 for disjoint or empty boxes;
 - ``VOC`` (the PASCAL devkit's "+1 pixel" rule) on 1-based inclusive ``x1, y1, x2, y2``: widths are
-  ``x2 - x1 + 1``, a box overlaps when both intersection sides are > 0.
+  ``x2 - x1 + 1``, a box overlaps when both intersection sides are > 0;
+- ``OPENIMAGES`` (the TF Object Detection API's ``np_box_ops.iou`` / ``ioa``) on ``x1, y1, x2, y2``: ``CORNERS``
+  for a regular ground truth, and for a group-of one (the crowd flag) intersection over the detection's area.
 
 :func:`box_iou_blocks` is the similarity step: for a range of (ground truth, detection) groups it returns each
 group's IoU matrix, detection-major, which the assignment kernels of :mod:`evalengine.match` read. Other
@@ -18,7 +20,7 @@ similarities (mask IoU, OKS, boundary IoU) produce the same ``(values, offsets)`
 import numba
 import numpy as np
 
-COCO, CORNERS, VOC = 0, 1, 2
+COCO, CORNERS, VOC, OPENIMAGES = 0, 1, 2, 3
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -49,6 +51,17 @@ def corner_iou(a, b) -> float:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def corner_ioa(d, g) -> float:
+    """Intersection over the area of ``d`` (TF ``np_box_ops.ioa(g, d)``: a group-of box ``g``); 0 for disjoint
+    boxes; ``d`` has a positive area (the TF evaluator drops the others first)."""
+    iw = min(d[2], g[2]) - max(d[0], g[0])
+    ih = min(d[3], g[3]) - max(d[1], g[1])
+    if iw <= 0.0 or ih <= 0.0:
+        return 0.0
+    return iw * ih / ((d[2] - d[0]) * (d[3] - d[1]))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def voc_box_iou(d, g) -> float:
     """The PASCAL devkit's overlap of 1-based inclusive ``(x1, y1, x2, y2)`` boxes (``VOCevaldet.m``)."""
     iw = min(d[2], g[2]) - max(d[0], g[0]) + 1
@@ -67,6 +80,8 @@ def pair_iou(convention, d, g, crowd) -> float:
         return coco_box_iou(d[0], d[1], d[2], d[3], g[0], g[1], g[2], g[3], crowd)
     if convention == VOC:
         return voc_box_iou(d, g)
+    if convention == OPENIMAGES and crowd:
+        return corner_ioa(d, g)
     return corner_iou(d, g)
 
 

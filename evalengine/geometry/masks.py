@@ -13,7 +13,7 @@ never see such a pair and take no sizes; :func:`iou`, the reference-shaped wrapp
 import numba
 import numpy as np
 
-from evalengine.geometry.box_iou import block_offsets, coco_box_iou
+from evalengine.geometry.box_iou import OPENIMAGES, block_offsets, coco_box_iou, pair_iou
 from evalengine.io.rle import area, to_bbox
 
 
@@ -132,3 +132,32 @@ def iou(dt, gt, iscrowd) -> np.ndarray:
                       np.ascontiguousarray(np.stack([h, w], axis=1))))
     (dc, ds, db, da, dhw), (gc, gs, gb, _, ghw) = sides
     return _iou_matrix(dc, ds, db, da, dhw, gc, gs, gb, np.asarray(iscrowd, np.bool_), ghw)
+
+
+_TF_EPSILON = np.float32(1e-7)  # np_mask_ops.EPSILON, in the float32 arithmetic of its masks
+
+
+@numba.njit(cache=True, nogil=True)
+def openimages_overlap_blocks(dt_counts, dt_span, dt_area, dt_corners, gt_counts, gt_span, gt_masked, gt_corners,
+                              gt_group_of, gt_start, gt_len, dt_start, dt_len, lo, hi):
+    """The TF Object Detection API's overlaps in mask mode (``np_mask_ops``, ``np_box_ops``), as
+    :func:`evalengine.geometry.box_iou.box_iou_blocks` lays them out: against a ground truth with a mask, its float32
+    ``intersection / max(union, 1e-7)`` (group-of: ``intersection / (detection area + 1e-7)``); against one without,
+    the box overlap of the ``OPENIMAGES`` convention on the corners. The masks of a pair have one size."""
+    offsets = block_offsets(gt_len, dt_len, lo, hi)
+    values = np.zeros(offsets[-1])
+    for k in range(lo, hi):
+        at, g0, d0, ng = offsets[k - lo], gt_start[k], dt_start[k], gt_len[k]
+        for d in range(d0, d0 + dt_len[k]):
+            for g in range(g0, g0 + ng):
+                if not gt_masked[g]:
+                    value = pair_iou(OPENIMAGES, dt_corners[d], gt_corners[g], gt_group_of[g])
+                else:
+                    inter, union = intersection_union(dt_counts, dt_span[d, 0], dt_span[d, 1], gt_counts,
+                                                      gt_span[g, 0], gt_span[g, 1])
+                    if gt_group_of[g]:
+                        value = np.float32(inter) / (np.float32(dt_area[d]) + _TF_EPSILON)
+                    else:
+                        value = np.float32(inter) / max(np.float32(union), _TF_EPSILON)
+                values[at + (d - d0) * ng + g - g0] = value
+    return values, offsets

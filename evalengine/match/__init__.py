@@ -15,7 +15,8 @@ from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.match.tide import TideProtocol
 from evalengine.match.voc import VocProtocol
+from evalengine.match.openimages import OpenImagesProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
 PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
-             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, LvisProtocol, PartitionProtocol)
+             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, LvisProtocol, PartitionProtocol, OpenImagesProtocol)

@@ -14,7 +14,7 @@ from evalengine.store.commit import atomic_folder, replace_file, replace_text
 from evalengine.store.layout import StoreLayout, open_layout
 from evalengine.store.location import is_remote, location, remove_tree
 from evalengine.store.lock import writing
-from evalengine.store.paths import ENTRIES, MANIFEST, StorePaths, check_name
+from evalengine.store.paths import CATEGORY_EDGES, ENTRIES, IMAGE_LABELS, MANIFEST, StorePaths, check_name
 from evalengine.store.ranking import ProposalRun, write_proposal_run
 from evalengine.store.shards import ShardWriter, write_batches, write_table
 from evalengine.store.sharding import shard_of
@@ -22,14 +22,16 @@ from evalengine.store.tags import check_tags, proposal_tags, tag_list, with_tags
 
 
 def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, provenance=None, overwrite=False,
-                 progress=None, proposal_runs: dict | None = None, tags: dict | None = None) -> StoreLayout:
+                 progress=None, proposal_runs: dict | None = None, tags: dict | None = None,
+                 image_labels=None, category_edges=None) -> StoreLayout:
     """Write a new store atomically, under the store's write lock.
 
     ``runs`` maps a run name to an iterable of detection frames (schema :data:`evalengine.schema.DT`),
     which are sharded and written as they come. ``proposal_runs`` maps a run name to a
     :class:`~evalengine.store.ranking.ProposalRun`. ``progress(n_rows)`` is called after each frame.
     ``provenance`` maps a name to the input it came from. ``tags`` maps a run to its tags (:mod:`evalengine.store.tags`).
-    ``overwrite`` replaces a store, never anything else (see :func:`replaced_store`).
+    ``overwrite`` replaces a store, never anything else (see :func:`replaced_store`). ``image_labels`` (sharded by
+    image) and ``category_edges`` are OpenImages' verified labels and class hierarchy (:mod:`evalengine.io.openimages`).
     """
     proposal_runs = proposal_runs or {}
     tags = tags or {}
@@ -47,7 +49,8 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
                      for run, proposal in proposal_runs.items()})
     with writing(path):
         replaced = replaced_store(path, overwrite, (provenance or {}).values())
-        _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress, run_rows)
+        _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress, run_rows,
+                     {"image_labels": image_labels, "category_edges": category_edges})
     if replaced:
         warnings.warn(f"{path}: replaced {replaced}", StoreWarning, stacklevel=2)
     return open_layout(path)
@@ -84,9 +87,14 @@ def replaced_store(path, overwrite: bool, inputs=()) -> str:
         return "a damaged store"
 
 
-def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress, run_rows) -> None:
+def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, provenance, progress, run_rows,
+                 extra) -> None:
     with atomic_folder(path, overwrite=True) as tmp:
         paths = StorePaths(tmp)
+        if extra["category_edges"] is not None:
+            write_table(extra["category_edges"], paths.table(CATEGORY_EDGES).parent)
+        if extra["image_labels"] is not None:
+            write_batches(tmp / IMAGE_LABELS, [extra["image_labels"]], n_shards, schema.IMAGE_LABELS)
         write_table(images, paths.table("images").parent)
         write_table(categories, paths.table("categories").parent)
         with ShardWriter(paths.gt, n_shards, dict(gt.schema)) as gt_writer:  # schema.GT and extra source fields

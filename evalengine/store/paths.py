@@ -14,6 +14,8 @@ store for the SQL views (:mod:`evalengine.sql` hands them to DuckDB as variables
     STORE/hprs/lattice=L/part-0.parquet                 (cached exact hit counts of Wang et al.'s HPRS)
     STORE/partitions/gt/shard=k/part-0.parquet          (ground-truth label maps as runs, one per annotator)
     STORE/partitions/run=R/shard=k/part-0.parquet       (machine partitions of run R, one per parameter)
+    STORE/image_labels/shard=k/part-0.parquet           (verified image-level labels: OpenImages)
+    STORE/category_edges/part-0.parquet                 (the class hierarchy: OpenImages)
     STORE/matches/protocol=P/run=R/<side>/shard=k/part-0.parquet  (+ protocol.json, written last)
 """
 
@@ -29,7 +31,9 @@ PROTOCOL_FILE = "protocol.json"
 TABLES = ("images", "categories", "runs")  # one file each
 GT, DT, PROPOSALS, MATCHES, HIT_COUNTS = "gt", "dt", "proposals", "matches", "hprs"
 PARTITIONS = "partitions"
-ENTRIES = (MANIFEST, *TABLES, GT, DT, PROPOSALS, MATCHES, HIT_COUNTS, PARTITIONS)  # everything a store's folder may hold
+IMAGE_LABELS, CATEGORY_EDGES = "image_labels", "category_edges"  # OpenImages' verified labels and class hierarchy
+ENTRIES = (MANIFEST, *TABLES, GT, DT, PROPOSALS, MATCHES, HIT_COUNTS, PARTITIONS, IMAGE_LABELS,
+           CATEGORY_EDGES)  # everything a store's folder may hold
 
 # a name that becomes part of a path (a run, a protocol's match key, a cache's lattice): one folder level, never a
 # glob, a hive partition value DuckDB reads back as it is, the same on every file system
@@ -69,6 +73,9 @@ class StorePaths:
 
     def gt_shard(self, k: int):
         return shard_file(self.gt, k)
+
+    def image_labels_shard(self, k: int):
+        return shard_file(self.root / IMAGE_LABELS, k)
 
     def dt(self, run: str):
         return self.root / DT / f"run={check_name('run', run)}"
@@ -116,6 +123,7 @@ def table_globs(families: dict) -> dict:
     globs = {name: f"{name}/*.parquet" for name in TABLES}
     globs.update({GT: f"{GT}/{shards}", DT: f"{DT}/run=*/{shards}", PROPOSALS: f"{PROPOSALS}/run=*/{shards}"})
     globs.update({f"{GT}_{PARTITIONS}": f"{PARTITIONS}/{GT}/{shards}", PARTITIONS: f"{PARTITIONS}/run=*/{shards}"})
+    globs.update({IMAGE_LABELS: f"{IMAGE_LABELS}/{shards}", CATEGORY_EDGES: f"{CATEGORY_EDGES}/*.parquet"})
     for family, sides in families.items():
         tables = f"{MATCHES}/protocol={family}*/run=*"
         globs[f"{family}_protocols"] = f"{tables}/{PROTOCOL_FILE}"
