@@ -20,7 +20,6 @@ import polars as pl
 
 from evalengine import schema
 from evalengine.geometry.boxes import xywh
-from evalengine.io import rle
 from evalengine.io.coco import read_coco_gt
 from evalengine.io.detections import iter_detections, result_kind
 from evalengine.io.masks import masks
@@ -157,13 +156,13 @@ class COCO:
     def annToRLE(self, ann):  # noqa: N802
         """pycocotools ``annToRLE``: the annotation's segmentation as a compressed RLE dict (``counts`` as bytes)."""
         shaped = self._mask(ann)
-        text = rle.encode_strings(shaped.counts, shaped.offsets)[0]
+        text = shaped.columns.get_column("mask_rle")[0]
         return {"size": [int(shaped.height[0]), int(shaped.width[0])], "counts": text.encode("ascii")}
 
     def annToMask(self, ann):  # noqa: N802
         """pycocotools ``annToMask``: the annotation's mask as an ``h x w`` uint8 array."""
-        shaped = self._mask(ann)
-        runs = shaped.counts[shaped.offsets[0]:shaped.offsets[1]]
+        counts, offsets = (shaped := self._mask(ann)).runs()
+        runs = counts[offsets[0]:offsets[1]]
         mask = np.repeat(np.arange(runs.size) % 2, runs).astype(np.uint8)
         return mask.reshape(int(shaped.width[0]), int(shaped.height[0])).T.copy()
 

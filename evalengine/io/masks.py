@@ -41,18 +41,18 @@ class Masks:
     height: np.ndarray
     width: np.ndarray
 
-    def _runs(self) -> tuple:
+    def runs(self) -> tuple:
         """``(counts, offsets)``: row ``i``'s run lengths are ``counts[offsets[i]:offsets[i+1]]`` (none without a
         mask)."""
         return rle.decode_strings(self.columns.get_column("mask_rle").to_arrow())
 
     def area(self) -> np.ndarray:
         """pycocotools ``maskUtils.area`` of each row's mask."""
-        return rle.area(*self._runs())
+        return rle.area(*self.runs())
 
     def bbox(self) -> np.ndarray:
         """pycocotools ``maskUtils.toBbox`` of each row's mask, ``(n, 4)``."""
-        return rle.to_bbox(*self._runs(), self.height, self.width)
+        return rle.to_bbox(*self.runs(), self.height, self.width)
 
 
 def _reader_keeps_backslashes() -> bool:

@@ -28,8 +28,6 @@ from typing import Iterator
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from evalengine import schema
