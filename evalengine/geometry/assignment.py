@@ -174,7 +174,7 @@ def tight_matching(ptr, col, cost, u, v, col4row, row4col):
 @numba.njit(cache=True, nogil=True)
 def augment(ptr, col, cost, u, v, col4row, row4col):
     """Shortest augmenting paths (Dijkstra on reduced costs ``cost − u − v``, as scipy's
-    ``linear_sum_assignment``) from every free row, given feasible duals under which the assigned edges are tight;
+    ``linear_sum_assignment``, columns at the current distance kept on a stack beside the heap) from every free row, given feasible duals under which the assigned edges are tight;
     updates all in place. False when some row cannot be assigned."""
     n = ptr.size - 1
     big = np.iinfo(np.int64).max
@@ -183,12 +183,13 @@ def augment(ptr, col, cost, u, v, col4row, row4col):
     scanned = np.zeros(n, np.bool_)
     touched = np.empty(n, np.int64)
     rows = np.empty(n, np.int64)
+    level = np.empty(n * 2 + 1, np.int64)
     for cur in range(n):
         if col4row[cur] >= 0:
             continue
         heap = [(np.int64(0), np.int64(0), np.int64(0))]
         heap.pop()
-        n_touched, n_rows, i, low, sink = 0, 0, cur, np.int64(0), -1
+        n_touched, n_rows, n_level, i, low, sink = 0, 0, 0, cur, np.int64(0), -1
         while sink < 0:
             rows[n_rows] = i
             n_rows += 1
@@ -202,13 +203,22 @@ def augment(ptr, col, cost, u, v, col4row, row4col):
                         touched[n_touched] = j
                         n_touched += 1
                     spc[j], path[j] = r, i
-                    heapq.heappush(heap, (r, np.int64(row4col[j] >= 0), j))
+                    if r == low:  # same distance: no heap (the reduced-cost-0 plateaus are large)
+                        level[n_level] = j
+                        n_level += 1
+                    else:
+                        heapq.heappush(heap, (r, np.int64(row4col[j] >= 0), j))
             j = -1
-            while len(heap) > 0:
-                r, _, j = heapq.heappop(heap)
-                if not scanned[j] and r == spc[j]:
+            while n_level > 0:
+                n_level -= 1
+                j = level[n_level]
+                if not scanned[j]:
                     break
                 j = -1
+            while j < 0 and len(heap) > 0:
+                r, _, j = heapq.heappop(heap)
+                if scanned[j] or r != spc[j]:
+                    j = -1
             if j < 0:
                 return False
             low = spc[j]
