@@ -174,8 +174,9 @@ def tight_matching(ptr, col, cost, u, v, col4row, row4col):
 @numba.njit(cache=True, nogil=True)
 def augment(ptr, col, cost, u, v, col4row, row4col):
     """Shortest augmenting paths (Dijkstra on reduced costs ``cost − u − v``, as scipy's
-    ``linear_sum_assignment``, columns at the current distance kept on a stack beside the heap) from every free row, given feasible duals under which the assigned edges are tight;
-    updates all in place. False when some row cannot be assigned."""
+    ``linear_sum_assignment``; columns at the current distance wait on a stack beside the heap) from every free
+    row, given feasible duals under which the assigned edges are tight; updates all in place. False when some
+    row cannot be assigned."""
     n = ptr.size - 1
     big = np.iinfo(np.int64).max
     spc = np.full(n, big, np.int64)

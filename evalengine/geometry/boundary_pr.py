@@ -73,17 +73,25 @@ def boundary_counts(pred_labels: np.ndarray, gt_labels_list, tolerance: float = 
     return np.array([np.count_nonzero(matched), np.count_nonzero(pred), cnt_r, sum_r], np.int64)
 
 
-def boundary_precision_recall(counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(F, P, R)`` from counts ``[..., 4]`` (one row per pair, or pooled sums), with SEISM's edge rules: no
-    ground-truth boundary gives ``R = 1, P = 0``; else no partition boundary gives ``R = 0, P = 1``; F is 0 when
-    ``P + R = 0``. So two identical single-region partitions score F = 0 (spec §10.12)."""
+def _precision_recall(counts, both_empty: tuple[float, float]):
+    """``(F, P, R)`` from counts ``[..., 4]``: no ground-truth boundary gives ``P = 0, R = 1``, no partition
+    boundary ``P = 1, R = 0``, neither ``both_empty``; F is 0 when ``P + R = 0``."""
     c = np.asarray(counts, np.float64)
     cnt_p, sum_p, cnt_r, sum_r = c[..., 0], c[..., 1], c[..., 2], c[..., 3]
+    neither = (sum_p == 0) & (sum_r == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        recall = np.where(sum_r == 0, 1.0, np.where(sum_p == 0, 0.0, cnt_r / sum_r))
         precision = np.where(sum_r == 0, 0.0, np.where(sum_p == 0, 1.0, cnt_p / sum_p))
+        recall = np.where(sum_r == 0, 1.0, np.where(sum_p == 0, 0.0, cnt_r / sum_r))
+        precision, recall = np.where(neither, both_empty[0], precision), np.where(neither, both_empty[1], recall)
         f = np.where(precision + recall == 0, 0.0, 2 * precision * recall / (precision + recall))
     return f, precision, recall
+
+
+def boundary_precision_recall(counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(F, P, R)`` of Fb counts (one row per pair, or pooled sums) with SEISM's rules: no ground-truth boundary
+    gives ``R = 1, P = 0`` (even with no partition boundary: two identical single-region partitions score F = 0,
+    spec §10.12); else no partition boundary ``R = 0, P = 1``."""
+    return _precision_recall(counts, (0.0, 1.0))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -137,12 +145,6 @@ def morph_boundary_counts(pred_labels: np.ndarray, gt_labels: np.ndarray,
 
 
 def morph_precision_recall(counts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(F̃b, P̃, R̃)`` from F̃b counts with DAVIS's edge rules: both maps empty give ``P = R = 1``; an empty
-    partition map ``P = 1, R = 0``; an empty ground-truth map ``P = 0, R = 1``; F is 0 when ``P + R = 0``."""
-    c = np.asarray(counts, np.float64)
-    cnt_p, sum_p, cnt_r, sum_r = c[..., 0], c[..., 1], c[..., 2], c[..., 3]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        precision = np.where(sum_p == 0, 1.0, np.where(sum_r == 0, 0.0, cnt_p / sum_p))
-        recall = np.where(sum_r == 0, 1.0, np.where(sum_p == 0, 0.0, cnt_r / sum_r))
-        f = np.where(precision + recall == 0, 0.0, 2 * precision * recall / (precision + recall))
-    return f, precision, recall
+    """``(F̃b, P̃, R̃)`` of F̃b counts with DAVIS's rules: both maps empty give ``P = R = 1``; an empty partition
+    map ``P = 1, R = 0``; an empty ground-truth map ``P = 0, R = 1``."""
+    return _precision_recall(counts, (1.0, 1.0))

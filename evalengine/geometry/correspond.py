@@ -44,47 +44,39 @@ def window(md: float) -> np.ndarray:
 @numba.njit(cache=True, nogil=True)
 def _nodes(bmap1, bmap2, win):
     """Matchable pixels of each map as node ids in column-major order (the reference's numbering), and the edges
-    ``(i, j, weight)`` in the reference's order (x1, y1, du, dv)."""
+    ``(i, j, weight)`` in the reference's order (x1, y1, du, dv). Three sweeps over the pixel pairs within the
+    window: mark the matchable pixels, count the edges, fill them."""
     h, w = bmap1.shape
     able1 = np.zeros((h, w), np.bool_)
     able2 = np.zeros((h, w), np.bool_)
-    for y in range(h):
-        for x in range(w):
-            if bmap1[y, x]:
-                for k in range(win.shape[0]):
-                    y2, x2 = y + win[k, 1], x + win[k, 0]
-                    if 0 <= y2 < h and 0 <= x2 < w and bmap2[y2, x2]:
-                        able1[y, x] = True
-                        able2[y2, x2] = True
     id1 = np.full((h, w), -1, np.int64)
     id2 = np.full((h, w), -1, np.int64)
     n1, n2 = 0, 0
-    for x in range(w):
-        for y in range(h):
-            if able1[y, x]:
-                id1[y, x] = n1
-                n1 += 1
-            if able2[y, x]:
-                id2[y, x] = n2
-                n2 += 1
-    m = 0
-    for x in range(w):
-        for y in range(h):
-            if able1[y, x]:
-                for k in range(win.shape[0]):
-                    y2, x2 = y + win[k, 1], x + win[k, 0]
-                    if 0 <= y2 < h and 0 <= x2 < w and able2[y2, x2]:
-                        m += 1
-    edges = np.empty((m, 3), np.int64)
-    m = 0
-    for x in range(w):
-        for y in range(h):
-            if able1[y, x]:
-                for k in range(win.shape[0]):
-                    y2, x2 = y + win[k, 1], x + win[k, 0]
-                    if 0 <= y2 < h and 0 <= x2 < w and able2[y2, x2]:
-                        edges[m, 0], edges[m, 1], edges[m, 2] = id1[y, x], id2[y2, x2], win[k, 2]
-                        m += 1
+    edges = np.empty((0, 3), np.int64)
+    for sweep in range(3):
+        m = 0
+        for x in range(w):
+            for y in range(h):
+                if bmap1[y, x]:
+                    for k in range(win.shape[0]):
+                        y2, x2 = y + win[k, 1], x + win[k, 0]
+                        if 0 <= y2 < h and 0 <= x2 < w and bmap2[y2, x2]:
+                            if sweep == 0:
+                                able1[y, x] = able2[y2, x2] = True
+                            elif sweep == 2:
+                                edges[m, 0], edges[m, 1], edges[m, 2] = id1[y, x], id2[y2, x2], win[k, 2]
+                            m += 1
+        if sweep == 0:
+            for x in range(w):
+                for y in range(h):
+                    if able1[y, x]:
+                        id1[y, x] = n1
+                        n1 += 1
+                    if able2[y, x]:
+                        id2[y, x] = n2
+                        n2 += 1
+        elif sweep == 1:
+            edges = np.empty((m, 3), np.int64)
     return id1, id2, n1, n2, edges
 
 
