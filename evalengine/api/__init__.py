@@ -374,7 +374,7 @@ def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None = 
 # the front doors of the families built on the above (imported last: they use Store and the COCO functions)
 from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, evaluate_thresholds,  # noqa: E402
                                 evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
-from evalengine.api.diagnosis import TIDE_MODES, TideEvaluation, TideProtocol, pairs, tide, tide_summary  # noqa: E402
+from evalengine.api.diagnosis import TIDE_IOU_TYPES, TIDE_MODES, TideEvaluation, TideProtocol, pairs, tide, tide_summary  # noqa: E402
 from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402
 from evalengine.api.upper_bound import (UPPER_BOUND_RUN, UPPER_BOUND_STRATEGIES, UpperBound,  # noqa: E402
                                       upper_bound, upper_bound_output)

@@ -13,14 +13,14 @@ CONFUSION_THRESHOLDS = ("lrp", "f1")
 
 
 def confusion(store, iou_threshold: float = 0.5, score_threshold=0.05, thresholds: str | None = None,
-              run: str = DEFAULT_RUN, n_shards: int | None = None, **schedule) -> Confusion:
+              run: str = DEFAULT_RUN, n_shards: int | None = None, iou_type: str = "bbox", **schedule) -> Confusion:
     """The confusion matrix of a stored run (a :class:`~evalengine.api.Store`) or of ``(gt_json, dt_path)``, at
     ``iou_threshold`` (the default COCO match table at 0.5, else a one-threshold one) and ``score_threshold`` (a
     number or a ``category_id, threshold`` frame), or at each class's ``thresholds`` ("lrp" or "f1", chosen at
-    the same IoU threshold)."""
+    the same IoU threshold); ``iou_type``: boxes (``bbox``) or masks (``segm``)."""
     if thresholds is not None:
         check_option("thresholds", thresholds, CONFUSION_THRESHOLDS)
-    protocol = lrp_protocol(iou_threshold)
+    protocol = lrp_protocol(iou_threshold, iou_type=iou_type)
     if isinstance(store, Store):
         evaluation = store.evaluate(protocol, run=run, **schedule)
     else:

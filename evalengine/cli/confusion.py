@@ -12,7 +12,8 @@ from evalengine.cli import options
 def _cmd_confusion(args) -> str:
     options.check_store_or_files(args)
     source = (args.gt, args.dt) if args.store is None else api.open(args.store)
-    result = api.confusion(source, args.iou, args.score, args.thresholds, args.run, **options.schedule(args))
+    result = api.confusion(source, args.iou, args.score, args.thresholds, args.run, iou_type=args.iou_type,
+                           **options.schedule(args))
     if args.json:
         return json.dumps(api.confusion_payload(result, args.thresholds or args.score, args.normalize))
     names = {**result.names, None: "background"}
@@ -30,6 +31,8 @@ def _cmd_confusion(args) -> str:
 def add_confusion(sub) -> None:
     parser = sub.add_parser("confusion", help="confusion matrix (classes + background) in the COCO matching convention")
     options.store_or_files_args(parser)
+    parser.add_argument("--iou-type", choices=("bbox", "segm"), default="bbox",
+                        help="what is matched: boxes (default) or masks (segm)")
     parser.add_argument("--iou", type=options.iou, default=0.5, help="IoU threshold of a match (default 0.5)")
     score = parser.add_mutually_exclusive_group()
     score.add_argument("--score", type=options.number, default=0.05,

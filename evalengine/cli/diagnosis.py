@@ -8,7 +8,8 @@ from evalengine.cli import options
 
 
 def _cmd_tide(args) -> str:
-    protocol = api.TideProtocol(args.pos_threshold, args.background_threshold, args.max_dets)
+    protocol = api.TideProtocol(args.pos_threshold, args.background_threshold, args.max_dets,
+                                iou_type=args.iou_type)
     options.check_store_or_files(args)
     if args.store is None:
         diagnosis = api.tide((args.gt, args.dt), mode=args.mode, protocol=protocol, **options.schedule(args))
@@ -26,6 +27,8 @@ def add_tide(sub) -> None:
     options.store_or_files_args(tide)
     tide.add_argument("--mode", choices=api.TIDE_MODES, default="tide",
                       help="tide: tidecv's matching, AP50 and averaging (default); coco: pycocotools' (its AP50)")
+    tide.add_argument("--iou-type", choices=api.TIDE_IOU_TYPES, default="bbox",
+                      help="what is matched: boxes (default) or masks (segm, tidecv's mask mode)")
     tide.add_argument("--pos-threshold", type=options.iou, default=0.5, metavar="T",
                       help="IoU of a true positive (default 0.5)")
     tide.add_argument("--background-threshold", type=options.iou, default=0.1, metavar="T",

@@ -9,12 +9,15 @@ import polars as pl
 from evalengine.engine.planner import match
 from evalengine.errors import InputError, check_option
 from evalengine.evaluation.run import MatchedRun
-from evalengine.match.tide import ERRORS, MATCHINGS, TideProtocol
+from evalengine.match.tide import ERRORS, IOU_TYPES, MATCHINGS, TideProtocol
 from evalengine.metrics.errors.tide import SPECIAL, TideResult, tide_errors
 from evalengine.store.layout import StoreLayout
 
 # tide: tidecv's matching, AP50 and averaging; coco: pycocotools' matching, AP50 and averaging
 TIDE_MODES = MATCHINGS
+TIDE_IOU_TYPES = IOU_TYPES
+# tidecv's names of the iou types (``TIDE.BOX``, ``TIDE.MASK``)
+_MODE_NAMES = {"bbox": "bbox", "segm": "mask"}
 
 
 @dataclass(frozen=True)
@@ -31,12 +34,14 @@ class TideEvaluation(MatchedRun):
 
 
 def diagnose_tide(layout: StoreLayout, run: str, protocol: TideProtocol | None = None, mode: str = "tide",
-                  **schedule) -> TideEvaluation:
+                  iou_type: str | None = None, **schedule) -> TideEvaluation:
     """Match the tables ``run``'s TIDE table is read from (pairs; in ``mode`` "coco" also the COCO match table) and
-    the TIDE table itself (each once), then diagnose it. A ground truth without annotations (outside crowd regions)
+    the TIDE table itself (each once), then diagnose it; ``iou_type`` (``bbox``, ``segm``), when given, replaces the
+    protocol's. A ground truth without annotations (outside crowd regions)
     is refused: TIDE's AP has no positive to measure (tidecv divides by zero, or reports 0)."""
     check_option("mode", mode, TIDE_MODES)
     protocol = replace(protocol or TideProtocol(), matching=mode)
+    protocol = protocol if iou_type is None else replace(protocol, iou_type=iou_type)
     if not layout.scan_gt().filter(~pl.col("iscrowd")).select(pl.len()).collect().item():
         source = layout.manifest.get("provenance", {}).get("gt", layout.root)
         raise InputError(f"{source}: no annotations (outside crowd regions): TIDE's AP is undefined")
@@ -58,8 +63,9 @@ def _table(rows: list, title: str) -> list:
 
 
 def tide_summary(result: TideResult, name: str, protocol: TideProtocol) -> str:
-    """tidecv's ``TIDE.summarize()`` text for one run called ``name``."""
+    """tidecv's ``TIDE.summarize()`` text for one run called ``name`` (its mode, ``bbox`` or ``mask``, in the title)."""
     main = [["Type", *ERRORS], [" dAP", *(f"{result.main[e]:6.2f}" for e in ERRORS)]]
     special = [["Type", *SPECIAL], [" dAP", *(f"{result.special[e]:6.2f}" for e in SPECIAL)]]
-    return "\n".join([f"-- {name} --", "", f"bbox AP @ {int(protocol.pos_threshold * 100):d}: {result.ap50:.2f}", "",
+    title = f"{_MODE_NAMES[protocol.iou_type]} AP @ {int(protocol.pos_threshold * 100):d}: {result.ap50:.2f}"
+    return "\n".join([f"-- {name} --", "", title, "",
                       *_table(main, "Main Errors"), "", *_table(special, "Special Error")])

@@ -30,7 +30,7 @@ Everything is decided within an image, so each shard task writes its images' row
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numba
@@ -40,6 +40,7 @@ import polars as pl
 from evalengine import schema
 from evalengine.errors import InputError, ProtocolError
 from evalengine.match.coco import CocoProtocol
+from evalengine.match.pairs import IOU_TYPES as PAIRS_IOU_TYPES
 from evalengine.match.pairs import PairsProtocol
 from evalengine.match.protocol import Protocol, required_tables
 from evalengine.store.paths import shard_file
@@ -74,6 +75,9 @@ class ConfusionProtocol(Protocol):
         if not self.coco.use_cats:
             raise ProtocolError("confusion matrix: the protocol pools the categories (use_cats off); classes are "
                                 "needed")
+        if self.coco.iou_type not in PAIRS_IOU_TYPES:
+            raise ProtocolError(f"confusion matrix: iou_type '{self.coco.iou_type}' has no pairs table (boxes or "
+                                "masks: bbox, segm)")
         if self.iou_threshold not in self.coco.iou_thresholds:
             raise ProtocolError(f"IoU threshold {self.iou_threshold} is not one of the match table's "
                                 f"{list(self.coco.iou_thresholds)}")
@@ -90,9 +94,10 @@ class ConfusionProtocol(Protocol):
 
     @property
     def pairs(self) -> PairsProtocol:
-        """The pairs table read: the default one (IoU >= 0.1), or one down to a lower IoU threshold."""
-        default = PairsProtocol()
-        return default if self.iou_threshold >= default.min_iou else PairsProtocol(min_iou=self.iou_threshold)
+        """The pairs table read, of the COCO protocol's boxes or masks: the default one (IoU >= 0.1), or one down to
+        a lower IoU threshold."""
+        default = PairsProtocol(iou_type=self.coco.iou_type)
+        return default if self.iou_threshold >= default.min_iou else replace(default, min_iou=self.iou_threshold)
 
     def required(self) -> tuple:
         """The protocols whose tables this one reads, to be matched before it."""

@@ -22,7 +22,7 @@ from evalengine import schema
 from evalengine.errors import ProtocolError, check_option
 from evalengine.geometry.boxes import corners
 from evalengine.match.greedy_iou import greedy_blocks_by_image, greedy_by_image
-from evalengine.match.protocol import Protocol, column_array, positive_integers
+from evalengine.match.protocol import Protocol, box_keyed, column_array, positive_integers
 from evalengine.match.shapes import SHAPE_COLUMNS, mask_similarity, sources, with_shapes
 
 # round(10.^(0:0.5:4)) of the toolbox
@@ -59,10 +59,7 @@ class ProposalProtocol(Protocol):
 
     def match_params(self) -> dict:
         """The parameters; ``iou_type`` only when masks (so that box tables keep their keys)."""
-        params = super().match_params()
-        if self.iou_type == "bbox":
-            del params["iou_type"]
-        return params
+        return box_keyed(super().match_params())
 
     def shard_inputs(self, layout, run: str) -> tuple:
         layout.check_proposal_run(run)

@@ -67,6 +67,11 @@ class Protocol:
         raise NotImplementedError
 
 
+def box_keyed(params: dict) -> dict:
+    """``params`` without ``iou_type`` where it is ``bbox``: tables of boxes keep the keys they had before masks."""
+    return {k: v for k, v in params.items() if (k, v) != ("iou_type", "bbox")}
+
+
 def required_tables(layout, run: str, protocols) -> dict:
     """``{family name: match folder}`` of the tables a protocol reads besides the store's own (the pairs table, a
     COCO match table): a located error for one not matched yet."""

@@ -40,8 +40,8 @@ from evalengine.errors import ProtocolError
 from evalengine.errors import check_option
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.groups import file_order_by_image, merge_groups
-from evalengine.match.pairs import PairsProtocol
-from evalengine.match.protocol import (Protocol, column_array, positive_integers, required_tables,
+from evalengine.match.pairs import IOU_TYPES, PairsProtocol
+from evalengine.match.protocol import (Protocol, box_keyed, column_array, positive_integers, required_tables,
                                        unit_thresholds)
 from evalengine.store.paths import shard_file
 
@@ -55,12 +55,14 @@ MATCHINGS = ("tide", "coco")
 @dataclass(frozen=True)
 class TideProtocol(Protocol):
     """tidecv's ``TIDE(pos_threshold, background_threshold)`` with ``Data.max_dets`` detections per image; with
-    ``matching="coco"``, pycocotools' matching at ``pos_threshold`` (``max_dets`` per image and category)."""
+    ``matching="coco"``, pycocotools' matching at ``pos_threshold`` (``max_dets`` per image and category).
+    ``iou_type``: ``bbox`` (tidecv's ``TIDE.BOX``) or ``segm`` (``TIDE.MASK``: mask IoU)."""
 
     pos_threshold: float = 0.5
     background_threshold: float = 0.1
     max_dets: int = 100
     matching: str = "tide"
+    iou_type: str = "bbox"
     name: ClassVar[str] = "tide"
     sides: ClassVar[tuple] = ("dt", "gt")
 
@@ -72,25 +74,31 @@ class TideProtocol(Protocol):
                            unit_thresholds("background_threshold", [self.background_threshold])[0])
         object.__setattr__(self, "max_dets", positive_integers("max_dets", [self.max_dets])[0])
         check_option("matching", self.matching, MATCHINGS)
+        check_option("iou_type", self.iou_type, IOU_TYPES, ProtocolError)
         if self.background_threshold > self.pos_threshold:
             raise ProtocolError(f"background_threshold {self.background_threshold} is above pos_threshold "
                                 f"{self.pos_threshold}")
 
+    def match_params(self) -> dict:
+        """The parameters; ``iou_type`` only for masks (so that box tables keep their keys)."""
+        return box_keyed(super().match_params())
+
     @property
     def pairs(self) -> PairsProtocol:
         """The pairs table read: every pair at or above the background threshold."""
-        return PairsProtocol(min_iou=self.background_threshold)
+        return PairsProtocol(min_iou=self.background_threshold, iou_type=self.iou_type)
 
     @property
     def coco(self) -> CocoProtocol | None:
         """The COCO protocol whose match table ``matching="coco"`` reads (None for tidecv's matching)."""
         if self.matching == "tide":
             return None
-        default = CocoProtocol()  # its table (the one ``evaluate`` makes) has IoU 0.5, area all, cap 100 first
+        # its table (the one ``evaluate`` makes) has IoU 0.5, area all, cap 100 first
+        default = CocoProtocol(iou_type=self.iou_type)
         if (self.pos_threshold, self.max_dets) == (default.iou_thresholds[0], default.max_det_cap):
             return default
         return CocoProtocol(iou_thresholds=(self.pos_threshold,), area_ranges=default.area_ranges[:1],
-                            max_dets=(self.max_dets,))
+                            max_dets=(self.max_dets,), iou_type=self.iou_type)
 
     def required(self) -> tuple:
         """The protocols whose tables this one reads, to be matched before it."""

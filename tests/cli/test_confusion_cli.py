@@ -6,7 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from evalengine import api
 from evalengine.api import ingest_coco
+from tests.conftest import DATA
 from tests.conftest import SAMPLE_DT as DT
 from tests.conftest import SAMPLE_GT as GT
 from tests.helpers import run_cli as _run
@@ -51,3 +53,15 @@ def test_errors_are_one_line(capsys, argv, message):
     status, out, err = _run(capsys, *argv)
     assert status == 2 and out == ""
     assert err.startswith("evalengine: error: ") and message in err and err.count("\n") == 1
+
+
+def test_segm_reads_the_mask_tables(capsys, tmp_path):
+    segm_dt = DATA / "cocoapi_fakesegm100_dt.json"
+    status, out, err = _run(capsys, "confusion", "--gt", GT, "--dt", segm_dt, "--iou-type", "segm", "--json")
+    assert status == 0 and err == ""
+    matrix = np.array(json.loads(out)["matrix"])
+    store = ingest_coco(GT, segm_dt, tmp_path / "store")
+    np.testing.assert_array_equal(matrix, api.confusion(store, iou_type="segm").array())
+    assert not np.array_equal(matrix, api.confusion(store).array())  # the boxes of the same results
+    gt = json.loads(GT.read_text())["annotations"]
+    assert matrix[0].sum() == sum(1 for a in gt if a["category_id"] == 1 and not a["iscrowd"])

@@ -73,3 +73,29 @@ def test_coco_mode(capsys):
     got = json.loads(out)
     assert status == 0 and got["ap50"] == pytest.approx(69.69727247299576, abs=1e-9)  # pycocotools' AP50 × 100
     assert got["counts"] == EXPECTED["error_counts"]
+
+
+SEGM_DT = DATA / "cocoapi_fakesegm100_dt.json"
+SEGM = json.loads((DATA / "tide_official" / "expected_tide_val2014_100_segm.json").read_text())
+
+
+def test_segm_is_tidecvs_mask_mode(capsys, tmp_path):
+    status, out, err = _run(capsys, "tide", "--gt", GT, "--dt", SEGM_DT, "--iou-type", "segm", "--json")
+    got = json.loads(out)
+    assert status == 0 and err == "" and got["counts"] == SEGM["error_counts"]
+    assert got["ap50"] == pytest.approx(SEGM["AP50_tide"], abs=1e-9)
+    assert got["main"] == pytest.approx(SEGM["main_errors_dAP"], abs=1e-9)
+    assert got["special"] == pytest.approx(SEGM["special_errors_dAP"], abs=1e-9)
+    store = ingest_coco(GT, SEGM_DT, tmp_path / "store")
+    status, out, _ = _run(capsys, "tide", store.path, "--iou-type", "segm")
+    assert status == 0 and out.splitlines() == ["-- default --"] + SEGM["summary_text"][1:]  # "mask AP @ 50: 51.80"
+    status, out, _ = _run(capsys, "tide", store.path, "--json")  # the boxes of the same store
+    assert status == 0 and json.loads(out)["ap50"] != got["ap50"]
+
+
+def test_segm_one_line_errors(capsys):
+    status, out, err = _run(capsys, "tide", "--gt", GT, "--dt", DT, "--iou-type", "segm")
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"evalengine: error: {DT}: run 'default' has no masks ('segmentation')")
+    status, _, err = _run(capsys, "tide", "--gt", GT, "--dt", DT, "--iou-type", "keypoints")
+    assert status == 2 and err.startswith("evalengine: error: tide: argument --iou-type: invalid choice")

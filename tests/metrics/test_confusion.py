@@ -14,12 +14,13 @@ from evalengine.errors import InputError, ProtocolError
 from tests.generators import random_coco
 from tests.helpers import ours_evaluation
 from tests.reference import pycocotools_eval
+from tests.shape_generators import random_masks
 
 
-def brute_force(gt: dict, dt: list, t_index: int, thresholds) -> tuple:
+def brute_force(gt: dict, dt: list, t_index: int, thresholds, iou_type: str = "bbox") -> tuple:
     """``(Counter of (gt class, dt class) cells, Counter of (image, gt class, dt class))``, background None;
-    ``thresholds``: ``{category_id: score}`` (missing: nothing kept)."""
-    ev = pycocotools_eval(gt, dt)
+    ``thresholds``: ``{category_id: score}`` (missing: nothing kept); ``iou_type`` bbox or segm (``annToRLE``)."""
+    ev = pycocotools_eval(gt, dt, iou_type=iou_type)
     tau = ev.params.iouThrs[t_index]
     tp, fp, free = [], [], []  # (image, det_id, class, score) / (image, gt_id, class)
     for e in ev.evalImgs:
@@ -45,7 +46,11 @@ def brute_force(gt: dict, dt: list, t_index: int, thresholds) -> tuple:
         for _, g, gc in sorted((f for f in free if f[0] == image), key=lambda f: order[f[1]]):
             if gc == c or g in taken:
                 continue
-            iou = mask_utils.iou([dt[det_id - 1]["bbox"]], [boxes[g]], [0])[0, 0]
+            if iou_type == "segm":
+                iou = mask_utils.iou([ev.cocoDt.annToRLE(ev.cocoDt.anns[det_id])],
+                                     [ev.cocoGt.annToRLE(ev.cocoGt.anns[g])], [0])[0, 0]
+            else:
+                iou = mask_utils.iou([dt[det_id - 1]["bbox"]], [boxes[g]], [0])[0, 0]
             if iou >= best_iou and (best is None or iou > best_iou):
                 best, best_iou = (g, gc), iou
         if best is None:
@@ -85,6 +90,27 @@ def test_equals_the_brute_force_count(tmp_path, seed):
     per_image = {(r["image_id"], r["gt_category_id"], r["dt_category_id"]): r["count"]
                  for r in confusion.per_image().iter_rows(named=True)}
     assert per_image == dict(want_per_image)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_masks_equal_the_brute_force_count(tmp_path, seed):
+    """On masks (``iou_type="segm"``): pycocotools' segm matching on the diagonal, confusions by mask IoU."""
+    gt, dt = random_masks(seed)
+    ev = ours_evaluation(tmp_path, gt, dt, CocoProtocol(iou_type="segm"), n_shards=1 + seed % 2)
+    confusion = ev.confusion(0.5, 0.0)
+    want, want_per_image = brute_force(gt, dt, 0, {c: 0.0 for c in _category_ids(gt)}, "segm")
+    got = {(r["gt_category_id"], r["dt_category_id"]): r["count"] for r in confusion.matrix().iter_rows(named=True)}
+    assert {k: v for k, v in got.items() if v} == dict(want), f"seed {seed}"
+    per_image = {(r["image_id"], r["gt_category_id"], r["dt_category_id"]): r["count"]
+                 for r in confusion.per_image().iter_rows(named=True)}
+    assert per_image == dict(want_per_image)
+
+
+def test_masks_without_pairs_are_refused(tmp_path):
+    gt, dt = random_masks(0)
+    ev = ours_evaluation(tmp_path, gt, dt, CocoProtocol(iou_type="boundary"))
+    with pytest.raises(ProtocolError, match="iou_type 'boundary' has no pairs table"):
+        ev.confusion(0.5, 0.0)
 
 
 @pytest.mark.parametrize("seed", range(50, 62))
