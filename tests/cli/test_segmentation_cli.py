@@ -151,8 +151,8 @@ def test_plots(folders, tmp_path):
     from evalengine.plots.segmentation import measure_boxplots, segmentation_pr_curves
 
     pred, gt = folders
-    evaluation = api.segmentation.segmentation(pred, gt, ["fr", "fop", "sc"])
-    for figure in (segmentation_pr_curves({"human": evaluation}, "fop"),
+    evaluation = api.segmentation.segmentation(pred, gt, ["fr", "fop", "sc", "fb"])
+    for figure in (segmentation_pr_curves({"human": evaluation}, "fop"), segmentation_pr_curves({"h": evaluation}, "fb"),
                    measure_boxplots(evaluation.per_image, evaluation.measures)):
         figure.savefig(tmp_path / "figure.png")
         assert (tmp_path / "figure.png").stat().st_size > 1000
