@@ -20,6 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from evalengine.api.segmentation import evaluate_partitions, ingest_partition_arrays  # noqa: E402
+from evalengine.metrics.partition.combine import CONTINGENCY_MEASURES  # noqa: E402
 from tests.metrics import seism_reference  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "seism"
@@ -48,7 +49,7 @@ def main() -> None:
         store = ingest_partition_arrays(((stem, gts, {"human": {0.0: seg}}) for stem, gts, seg in human_pairs()),
                                         folder / "store", {"human": [0.0]}, n_shards=args.shards)
         ingested = time.perf_counter()
-        per_image = evaluate_partitions(store, "human").per_image
+        per_image = evaluate_partitions(store, "human", CONTINGENCY_MEASURES).per_image
         done = time.perf_counter()
         usage = resource.getrusage(resource.RUSAGE_SELF)
         print(f"evalengine: {per_image.height} pairs, {per_image.width - 3} measure columns: ingest {ingested - start:.1f} s, "

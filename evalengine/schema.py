@@ -280,6 +280,11 @@ SEG_PARTITIONS = {"image_id": pl.Int64, "parameter": pl.Float64, **PARTITION_RUN
 # annotator) over the valid pixels, in that order then (seg_region, gt_region)
 CONTINGENCY = {"image_id": pl.Int64, "parameter": pl.Float64, "annotator": pl.Int32, "seg_region": pl.Int32,
                "gt_region": pl.Int32, "n": pl.Int64}
+# the partition boundary table (Fb, spec §4.3): per (image, parameter) the boundary kernel's four counts against all
+# the image's annotators (machine boundary pixels matched by any annotator, all of them; annotator pixels matched,
+# all of them, both summed over annotators)
+PARTITION_BOUNDARY = {"image_id": pl.Int64, "parameter": pl.Float64, "fb_matched_pred": pl.Int64,
+                      "fb_n_pred": pl.Int64, "fb_matched_gt": pl.Int64, "fb_n_gt": pl.Int64}
 
 # OpenImages (:mod:`evalengine.io.openimages`). Ground truth and detections keep the CSV's normalised corners exactly
 # (``x`` = XMin, ``y`` = YMin and these two; ``w``, ``h`` are their differences), since the reference compares boxes

@@ -52,10 +52,27 @@ SELECT protocol, run, image_id, parameter, annotator, total, n_seg, n_gt,
        entropy_seg / ln(2) / total + entropy_gt / ln(2) / total - 2 * (mi / ln(2) / total) AS voi
 FROM counts;
 
+-- Fb's precision and recall from its counts by SEISM's rules (no GT boundary: P 0, R 1; no machine boundary: P 1,
+-- R 0), and F (0 when P + R = 0); evalengine.geometry.boundary_pr.boundary_precision_recall.
+CREATE OR REPLACE MACRO fb_precision(matched_pred, n_pred, n_gt) AS
+    CASE WHEN n_gt = 0 THEN 0.0 WHEN n_pred = 0 THEN 1.0 ELSE matched_pred / n_pred END;
+CREATE OR REPLACE MACRO fb_recall(matched_gt, n_gt, n_pred) AS
+    CASE WHEN n_gt = 0 THEN 1.0 WHEN n_pred = 0 THEN 0.0 ELSE matched_gt / n_gt END;
+CREATE OR REPLACE MACRO fb_f(p, r) AS CASE WHEN p + r = 0 THEN 0.0 ELSE 2 * p * r / (p + r) END;
+
+-- partition_fb: per (fb_protocol, run, image, parameter) Fb's boundary counts and fb, fb_precision, fb_recall; empty
+-- here, defined over the boundary table by 92_partition_boundaries.sql once a run has one (`--measures fb`).
+CREATE OR REPLACE VIEW partition_fb AS
+SELECT NULL::VARCHAR AS fb_protocol, NULL::VARCHAR AS run, NULL::BIGINT AS image_id, NULL::DOUBLE AS parameter,
+       NULL::BIGINT AS fb_matched_pred, NULL::BIGINT AS fb_n_pred, NULL::BIGINT AS fb_matched_gt,
+       NULL::BIGINT AS fb_n_gt, NULL::DOUBLE AS fb, NULL::DOUBLE AS fb_precision, NULL::DOUBLE AS fb_recall
+WHERE false;
+
 -- partition_measures: per (run, image, parameter) the SEISM measures that are aggregations of the contingency
 -- table, with its multi-GT conventions (the mean over annotators; similarities 1 - mean error, 1 - mean distance / n;
--- vd = (dhd + sdhd) / 2; fr = F of the mean precision and recall). bgm (an assignment) and fop (a classification)
--- come from the Python API (evalengine.api.segmentation).
+-- vd = (dhd + sdhd) / 2; fr = F of the mean precision and recall), and fb with its counts from partition_fb (one row
+-- per boundary protocol key fb_protocol of the run; NULL without one). bgm (an assignment) and fop (a
+-- classification) come from the Python API (evalengine.api.segmentation).
 CREATE OR REPLACE VIEW partition_measures AS
 WITH per_image AS (
     SELECT protocol, run, image_id, parameter, avg(sc) AS sc, avg(ssc) AS ssc, avg(ri) AS pri, avg(voi) AS voi,
@@ -68,20 +85,37 @@ WITH per_image AS (
 SELECT p.*, 0.5 * (dhd + sdhd) AS vd,
        CASE WHEN fr_precision + fr_recall > 0 AND NOT isnan(fr_precision + fr_recall)
             THEN 2 * fr_precision * fr_recall / (fr_precision + fr_recall) ELSE 0.0 END AS fr,
-       i.file_name
-FROM per_image AS p LEFT JOIN images AS i USING (image_id);
+       i.file_name, b.fb_protocol, b.fb, b.fb_precision, b.fb_recall, b.fb_matched_pred, b.fb_n_pred,
+       b.fb_matched_gt, b.fb_n_gt
+FROM per_image AS p LEFT JOIN images AS i USING (image_id)
+LEFT JOIN partition_fb AS b USING (run, image_id, parameter);
 
 -- dataset_measures: per (run, parameter) the mean over images, fr as F of the mean precision and recall
--- (SEISM gather_measure.m).
+-- (SEISM gather_measure.m), fb of the boundary counts summed over images (spec §4.3; SEISM's edge rules).
 CREATE OR REPLACE VIEW dataset_measures AS
-SELECT protocol, run, parameter, count(*) AS n_images, avg(sc) AS sc, avg(ssc) AS ssc, avg(pri) AS pri,
-       avg(voi) AS voi, avg(nvoi) AS nvoi, avg(bce) AS bce, avg(gce) AS gce, avg(lce) AS lce, avg(dhd) AS dhd,
-       avg(sdhd) AS sdhd, avg(vd) AS vd, avg(fr_precision) AS fr_precision, avg(fr_recall) AS fr_recall,
-       CASE WHEN avg(fr_precision) + avg(fr_recall) > 0
-            THEN 2 * avg(fr_precision) * avg(fr_recall) / (avg(fr_precision) + avg(fr_recall)) ELSE 0.0 END AS fr
-FROM partition_measures GROUP BY ALL ORDER BY protocol, run, parameter;
+WITH pooled AS (
+    SELECT protocol, run, fb_protocol, parameter, count(*) AS n_images, avg(sc) AS sc, avg(ssc) AS ssc,
+           avg(pri) AS pri, avg(voi) AS voi, avg(nvoi) AS nvoi, avg(bce) AS bce, avg(gce) AS gce, avg(lce) AS lce,
+           avg(dhd) AS dhd, avg(sdhd) AS sdhd, avg(vd) AS vd, avg(fr_precision) AS fr_precision,
+           avg(fr_recall) AS fr_recall,
+           CASE WHEN avg(fr_precision) + avg(fr_recall) > 0
+                THEN 2 * avg(fr_precision) * avg(fr_recall) / (avg(fr_precision) + avg(fr_recall)) ELSE 0.0 END AS fr,
+           sum(fb_matched_pred) AS fb_matched_pred, sum(fb_n_pred) AS fb_n_pred,
+           sum(fb_matched_gt) AS fb_matched_gt, sum(fb_n_gt) AS fb_n_gt
+    FROM partition_measures GROUP BY ALL),
+rates AS (
+    SELECT *, fb_precision(fb_matched_pred, fb_n_pred, fb_n_gt) AS fb_precision,
+           fb_recall(fb_matched_gt, fb_n_gt, fb_n_pred) AS fb_recall
+    FROM pooled)
+SELECT *, fb_f(fb_precision, fb_recall) AS fb FROM rates ORDER BY protocol, run, parameter, fb_protocol;
 
--- pr_curve_segmentation: the dataset precision-recall points of fr over each run's parameters.
+-- pr_curve_segmentation: the dataset precision-recall points of fr (and fb, per boundary key fb_protocol) over each
+-- run's parameters.
 CREATE OR REPLACE VIEW pr_curve_segmentation AS
-SELECT protocol, run, 'fr' AS measure, parameter, fr_precision AS precision, fr_recall AS recall, fr AS f
-FROM dataset_measures ORDER BY protocol, run, parameter;
+SELECT DISTINCT protocol, run, NULL AS fb_protocol, 'fr' AS measure, parameter, fr_precision AS precision,
+       fr_recall AS recall, fr AS f
+FROM dataset_measures
+UNION ALL
+SELECT protocol, run, fb_protocol, 'fb', parameter, fb_precision, fb_recall, fb
+FROM dataset_measures WHERE fb_protocol IS NOT NULL
+ORDER BY protocol, run, measure DESC, fb_protocol, parameter;

@@ -10,6 +10,7 @@ from evalengine.errors import InputError
 from evalengine.evaluation.segmentation import SegmentationEvaluation
 from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, QUADTREE_SIDES, check_same_size, ground_truth_files,
                                       image_frames, quadtree_partition, read_ground_truth, read_label_map)
+from evalengine.match.partition_boundaries import PartitionBoundaryProtocol
 from evalengine.metrics.partition.combine import PR_MEASURES, check_measures
 from evalengine.metrics.partition.dataset import ods
 from evalengine.metrics.partition.objects import ObjectsAndParts
@@ -134,24 +135,29 @@ def _sweep(folder: Path) -> dict:
 
 
 def evaluate_partitions(store, run: str | None = None, measures=None, objects: ObjectsAndParts = ObjectsAndParts(),
-                        **schedule) -> SegmentationEvaluation:
-    """Match (or reuse) the contingency table of a stored partition run and evaluate ``measures``."""
+                        fb_grid: str = "pixel", fb_outliers: str = "bsds", **schedule) -> SegmentationEvaluation:
+    """Match (or reuse) the contingency table (and for ``fb`` the boundary table, Fb's kernel on ``fb_grid`` with
+    ``fb_outliers``: :func:`evalengine.geometry.boundary_pr.boundary_counts`) of a stored partition run and
+    evaluate ``measures``."""
+    boundary = PartitionBoundaryProtocol(grid=fb_grid, outliers=fb_outliers)
     layout = store.layout
     if run is None:
         runs = sorted(partition_runs(layout))
         run = runs[0] if len(runs) == 1 else SEGMENTATION_RUN
-    return SegmentationEvaluation(layout, run, check_measures(measures), objects, schedule)
+    return SegmentationEvaluation(layout, run, check_measures(measures), objects, schedule, boundary=boundary)
 
 
 def segmentation(pred_dir, gt_dir, measures=None, void_label=None, objects: ObjectsAndParts = ObjectsAndParts(),
-                 n_shards: int | None = None) -> SegmentationEvaluation:
+                 n_shards: int | None = None, fb_grid: str = "pixel", fb_outliers: str = "bsds",
+                 **schedule) -> SegmentationEvaluation:
     """``evalengine segmentation``: ``pred_dir``'s label maps against ``gt_dir``'s, in a temporary store."""
     from evalengine.api import _TemporaryFolder
 
     measures = check_measures(measures)  # before any reading
+    PartitionBoundaryProtocol(grid=fb_grid, outliers=fb_outliers)
     folder = _TemporaryFolder()
     store = ingest_partitions(gt_dir, {SEGMENTATION_RUN: pred_dir}, folder.path / "store", void_label, n_shards)
-    evaluation = evaluate_partitions(store, SEGMENTATION_RUN, measures, objects)
+    evaluation = evaluate_partitions(store, SEGMENTATION_RUN, measures, objects, fb_grid, fb_outliers, **schedule)
     evaluation.keep_alive.append(folder)
     return evaluation
 
@@ -165,7 +171,7 @@ def values_at_ods(evaluation: SegmentationEvaluation, measure: str) -> pl.DataFr
 
 def segmentation_payload(evaluation: SegmentationEvaluation, parameter: float | None = None) -> dict:
     """``{"dataset": {measure: value}, "per_image": {stem: {measure: value}}}`` at ``parameter`` (the run's only one
-    by default), SEISM's names; ``fr``, ``fop`` as ``[F, P, R]``."""
+    by default), SEISM's names; ``fr``, ``fop``, ``fb`` as ``[F, P, R]``."""
     per_image, dataset = evaluation.per_image, evaluation.dataset
     parameters = dataset.get_column("parameter").to_list()
     if parameter is None:

@@ -8,10 +8,11 @@ from evalengine import api
 from evalengine.api import segmentation as seg
 from evalengine.cli import options
 from evalengine.errors import InputError
+from evalengine.geometry.boundary_pr import GRIDS
+from evalengine.geometry.correspond import OUTLIERS
 from evalengine.metrics.partition.combine import MEASURES, PR_MEASURES
 
-MEASURES_HELP = (f"SEISM measures to compute (default: every available one; fb comes with the boundary kernels): "
-                 f"{' '.join(MEASURES)}")
+MEASURES_HELP = f"SEISM measures to compute (default: all of them, fb included): {' '.join(MEASURES)}"
 VOID_HELP = ("the label of void pixels in the ground truth (left out of every count); default: none, every label "
              "is a region")
 
@@ -48,12 +49,14 @@ def add_evaluate_args(evaluate) -> None:
     """The partition options of ``evaluate`` (``--protocol partitions``)."""
     evaluate.add_argument("--measures", nargs="+", default=None, metavar="M",
                           help=f"with --protocol partitions: {MEASURES_HELP}")
+    _fb_args(evaluate, "with --protocol partitions: ")
 
 
 def cmd_evaluate(args) -> str:
     """``evaluate STORE --protocol partitions``: per measure ODS, OIS (and P/R at ODS, AP) of a partition run."""
     run = None if args.run == api.DEFAULT_RUN else args.run
-    evaluation = seg.evaluate_partitions(api.open(args.store), run, args.measures, **options.schedule(args))
+    evaluation = seg.evaluate_partitions(api.open(args.store), run, args.measures, fb_grid=args.fb_grid,
+                                         fb_outliers=args.fb_outliers, **options.schedule(args))
     summary = evaluation.summary()
     if args.json:
         return _dumps({"run": evaluation.run, "summary": summary.to_dicts()})
@@ -62,10 +65,21 @@ def cmd_evaluate(args) -> str:
 
 def _measure_args(parser) -> None:
     parser.add_argument("--measures", nargs="+", default=None, metavar="M", help=MEASURES_HELP)
+    _fb_args(parser)
+
+
+def _fb_args(parser, prefix: str = "") -> None:
+    parser.add_argument("--fb-grid", choices=GRIDS, default="pixel",
+                        help=f"{prefix}fb's boundary maps: thinned pixel boundaries (BSDS500, SEISM HEAD) or the "
+                             "CVPR-2013 contour grid (default: pixel)")
+    parser.add_argument("--fb-outliers", choices=OUTLIERS, default="bsds",
+                        help=f"{prefix}fb's outlier model: the reference's random sparse graph, seeded (bsds), or "
+                             "its deterministic optimum (complete); default: bsds")
 
 
 def _cmd_segmentation(args) -> str:
-    evaluation = seg.segmentation(args.pred, args.gt, args.measures, args.void_label)
+    evaluation = seg.segmentation(args.pred, args.gt, args.measures, args.void_label, fb_grid=args.fb_grid,
+                                  fb_outliers=args.fb_outliers)
     payload = seg.segmentation_payload(evaluation)
     if args.json:
         return _dumps(payload)

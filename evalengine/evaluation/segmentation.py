@@ -1,6 +1,7 @@
-"""Segmentation (partition) evaluation of a stored run: the contingency match table (one engine task per shard),
-the per-image measures computed shard by shard (memory bounded by the shard), and the dataset level: the value at
-each parameter, ODS, OIS, AP and PR curves (:mod:`evalengine.metrics.partition`)."""
+"""Segmentation (partition) evaluation of a stored run: the contingency match table and, for ``fb``, the boundary
+table (one engine task per shard each), the per-image measures computed shard by shard (memory bounded by the
+shard), and the dataset level: the value at each parameter, ODS, OIS, AP and PR curves
+(:mod:`evalengine.metrics.partition`)."""
 
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -8,6 +9,7 @@ from functools import cached_property
 import polars as pl
 
 from evalengine.engine.planner import match
+from evalengine.match.partition_boundaries import PartitionBoundaryProtocol
 from evalengine.match.partitions import PartitionProtocol
 from evalengine.metrics.partition import IMAGE
 from evalengine.metrics.partition.combine import PR_MEASURES, check_measures, image_measures
@@ -27,10 +29,13 @@ class SegmentationEvaluation:
     objects: ObjectsAndParts = ObjectsAndParts()
     schedule: dict = field(default_factory=dict)
     keep_alive: list = field(default_factory=list)  # a temporary store this evaluation reads
+    boundary: PartitionBoundaryProtocol = PartitionBoundaryProtocol()  # fb's kernel parameters
 
     def __post_init__(self):
         self.measures = check_measures(self.measures)
         self.match_dir = match(self.layout, self.run, PartitionProtocol(), **self.schedule)
+        self.boundary_dir = (match(self.layout, self.run, self.boundary, **self.schedule)
+                             if "fb" in self.measures else None)
 
     def contingency(self) -> pl.LazyFrame:
         """The partition match table: the non-zero cells of every (image, parameter, annotator)."""
@@ -39,16 +44,21 @@ class SegmentationEvaluation:
     @cached_property
     def per_image(self) -> pl.DataFrame:
         """One row per image and parameter: ``image_id``, ``file_name`` (the label map's stem), ``parameter`` and
-        the measures' columns (``fr``, ``fr_precision``, ``fr_recall``, …)."""
+        the measures' columns (``fr``, ``fr_precision``, ``fr_recall``, …; with ``fb`` its four counts)."""
         shards = [image_measures(pl.read_parquet(str(shard_file(self.match_dir / "contingency", k))),
-                                 self.measures, self.objects) for k in range(self.layout.n_shards)]
+                                 self.measures, self.objects, self._boundary_shard(k))
+                  for k in range(self.layout.n_shards)]
         names = self.layout.read("images", ["image_id", "file_name"])
         return (pl.concat(shards).join(names, on="image_id", how="left")
                 .select("image_id", "file_name", pl.exclude("image_id", "file_name")).sort(IMAGE))
 
+    def _boundary_shard(self, k: int) -> pl.DataFrame | None:
+        return pl.read_parquet(str(shard_file(self.boundary_dir / "boundary", k))) if self.boundary_dir else None
+
     @cached_property
     def dataset(self) -> pl.DataFrame:
-        """One row per parameter: every measure at the dataset level (mean; F of the mean P and R for fr, fop)."""
+        """One row per parameter: every measure at the dataset level (mean; F of the mean P and R for fr, fop; fb of
+        the pooled counts)."""
         return dataset_measures(self.per_image, self.measures)
 
     def summary(self) -> pl.DataFrame:
@@ -67,5 +77,5 @@ class SegmentationEvaluation:
                                           "ap": pl.Float64})
 
     def pr_curve(self, measure: str = "fop") -> pl.DataFrame:
-        """The dataset precision–recall curve of ``fr`` or ``fop`` over the run's parameters."""
+        """The dataset precision–recall curve of ``fr``, ``fop`` or ``fb`` over the run's parameters."""
         return pr_curve(self.dataset, measure)

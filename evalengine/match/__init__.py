@@ -11,6 +11,7 @@ from evalengine.match.lvis import LvisProtocol
 from evalengine.match.confusion import ConfusionProtocol
 from evalengine.match.pairs import PairsProtocol
 from evalengine.match.partitions import PartitionProtocol
+from evalengine.match.partition_boundaries import PartitionBoundaryProtocol
 from evalengine.match.proposals import ProposalProtocol
 from evalengine.match.repeatability import RepeatabilityProtocol
 from evalengine.match.tide import TideProtocol
@@ -19,4 +20,5 @@ from evalengine.match.openimages import OpenImagesProtocol
 
 # every protocol family: its match tables' SQL views come from these (see evalengine.sql)
 PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
-             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, LvisProtocol, PartitionProtocol, OpenImagesProtocol)
+             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, LvisProtocol, PartitionProtocol, OpenImagesProtocol,
+             PartitionBoundaryProtocol)

@@ -5,8 +5,8 @@ from evalengine.plots.figure import pyplot
 
 
 def segmentation_pr_curves(evaluations: dict, measure: str = "fop"):
-    """One curve per run (``{run: SegmentationEvaluation}``) of ``fr`` or ``fop`` (recall on x, as SEISM), the ODS
-    point as a star, the OIS point as a circle; the legend gives ODS F, OIS F and AP."""
+    """One curve per run (``{run: SegmentationEvaluation}``) of ``fr``, ``fop`` or ``fb`` (recall on x, as SEISM),
+    the ODS point as a star, the OIS point as a circle; the legend gives ODS F, OIS F and AP."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for run, evaluation in evaluations.items():

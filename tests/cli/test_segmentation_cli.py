@@ -13,7 +13,7 @@ from evalengine import api
 from evalengine.api.segmentation import evaluate_partitions, ingest_partition_arrays, values_at_ods
 from evalengine.cli import main
 from evalengine.errors import InputError
-from evalengine.metrics.partition.combine import AVAILABLE
+from evalengine.metrics.partition.combine import MEASURES
 from evalengine.metrics.partition.meta import sabd
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "seism"
@@ -40,7 +40,7 @@ def test_segmentation_json_equals_seism_demo(folders, capsys):
     assert main(["segmentation", "--pred", str(pred), "--gt", str(gt), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert set(payload["per_image"]) == {"demo", "swapped"}
-    assert list(payload["dataset"]) == list(AVAILABLE)
+    assert list(payload["dataset"]) == list(MEASURES)
     for measure, values in EXPECTED.items():
         got = np.array(payload["per_image"]["demo"][measure], ndmin=1)
         assert np.abs(got - values).max() <= 1e-12, measure
@@ -70,14 +70,17 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
     python = {row["file_name"]: row for row in evaluation.per_image.iter_rows(named=True)}
     sql = api.open(store).sql("SELECT * FROM partition_measures WHERE run = 'human'")
     columns = [c for c in sql.columns if c in python["demo"] and c not in ("image_id", "file_name", "parameter")]
-    assert len(columns) == 14  # every aggregation measure and fr's precision and recall
+    assert len(columns) == 21  # every aggregation measure, fr's and fb's precision and recall, fb's counts
     for row in sql.iter_rows(named=True):
         for column in columns:
             assert row[column] == pytest.approx(python[row["file_name"]][column], abs=1e-12, rel=0), column
     dataset = api.open(store).sql("SELECT * FROM dataset_measures WHERE run = 'human'").row(0, named=True)
     assert dataset["fr"] == pytest.approx(evaluation.dataset["fr"][0], abs=1e-12)
-    curve = api.open(store).sql("SELECT * FROM pr_curve_segmentation WHERE run = 'sweep' ORDER BY parameter")
-    assert curve["parameter"].to_list() == [0.5, 2.0]
+    curve = api.open(store).sql("SELECT * FROM pr_curve_segmentation WHERE run = 'sweep' ORDER BY measure, "
+                                "parameter")
+    assert curve["parameter"].to_list() == [0.5, 2.0] * 2 and curve["measure"].to_list() == ["fb"] * 2 + ["fr"] * 2
+    fb = evaluate_partitions(api.open(store), "sweep", ["fb"]).pr_curve("fb")
+    assert curve["f"].to_list()[:2] == pytest.approx(fb["f"].to_list(), abs=1e-12, rel=0)
     assert main(["fsck", str(store)]) == 0  # the match tables of partition runs are the store's
     # SABD of the human run against the quadtree baseline, each at its own ODS
     quadtree = evaluate_partitions(api.open(store), "quadtree", ["sc"])
@@ -106,7 +109,7 @@ def _bad(tmp_path, pred_arrays: dict, gt_arrays: dict, *extra) -> str:
     ("void", "annotator 2 has void label 0 at other pixels than annotator 1"),
     ("missing", "has no label map for image 'b'"),
     ("float", "labels must be integers, got float64 values"),
-    ("fb", "the boundary measure fb is not yet available"),
+    ("measure", "--measures: unknown measure 'fbt'"),
 ])
 def test_bad_input_is_one_located_line(tmp_path, capsys, case, message):
     ok = np.arange(20).reshape(4, 5) % 3
@@ -122,8 +125,8 @@ def test_bad_input_is_one_located_line(tmp_path, capsys, case, message):
         gt["b.npy"] = gt["a.npy"]
     elif case == "float":
         pred = {"a.npy": ok + 0.5}
-    elif case == "fb":
-        extra = ["--measures", "fb"]
+    elif case == "measure":
+        extra = ["--measures", "fbt"]
     assert _bad(tmp_path, pred, gt, *extra) == 2
     err = capsys.readouterr().err
     assert err.startswith("evalengine: error: ") and message in err and len(err.strip().splitlines()) == 1, err
@@ -148,8 +151,8 @@ def test_plots(folders, tmp_path):
     from evalengine.plots.segmentation import measure_boxplots, segmentation_pr_curves
 
     pred, gt = folders
-    evaluation = api.segmentation.segmentation(pred, gt, ["fr", "fop", "sc"])
-    for figure in (segmentation_pr_curves({"human": evaluation}, "fop"),
+    evaluation = api.segmentation.segmentation(pred, gt, ["fr", "fop", "sc", "fb"])
+    for figure in (segmentation_pr_curves({"human": evaluation}, "fop"), segmentation_pr_curves({"h": evaluation}, "fb"),
                    measure_boxplots(evaluation.per_image, evaluation.measures)):
         figure.savefig(tmp_path / "figure.png")
         assert (tmp_path / "figure.png").stat().st_size > 1000

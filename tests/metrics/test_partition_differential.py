@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from evalengine.api.segmentation import evaluate_partitions, ingest_partition_arrays
-from evalengine.metrics.partition.combine import AVAILABLE, PR_MEASURES
+from evalengine.metrics.partition.combine import CONTINGENCY_MEASURES, PR_MEASURES
 from tests.metrics import seism_reference
 
 N_DATASETS = 12
@@ -52,11 +52,11 @@ def _dataset(rng):
 
 def _row_measures(row):
     return {m: [row[m], row[f"{m}_precision"], row[f"{m}_recall"]] if m in PR_MEASURES else [row[m]]
-            for m in AVAILABLE}
+            for m in CONTINGENCY_MEASURES}
 
 
 def _assert_equal(got: dict, want: dict, where):
-    for measure in AVAILABLE:
+    for measure in CONTINGENCY_MEASURES:
         g, w = np.array(got[measure], float), np.array(want[measure], float, ndmin=1)
         assert np.array_equal(np.isnan(g), np.isnan(w)), (where, measure, g, w)
         assert np.all(np.abs(g[~np.isnan(g)] - w[~np.isnan(w)]) <= 1e-12), (where, measure, g, w)
@@ -104,7 +104,7 @@ def test_properties_of_spec_8_3(tmp_path):
     pairs += [(np.zeros((15, 20), int), maps[1]), (np.arange(300).reshape(15, 20), maps[1])]
     results = _evaluate_pairs(tmp_path, pairs)
     for identical in results[:4]:  # identical partitions: every similarity is 1, VoI 0
-        for measure in AVAILABLE:
+        for measure in CONTINGENCY_MEASURES:
             want = [0.0] if measure == "voi" else ([1.0, 1.0, 1.0] if measure in PR_MEASURES else [1.0])
             if measure == "fr" and identical is results[3]:
                 want = [0.0, float("nan"), float("nan")]  # all singletons: 0/0 precision and recall (SEISM)

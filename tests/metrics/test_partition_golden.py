@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from evalengine.api.segmentation import evaluate_partitions, ingest_partition_arrays
-from evalengine.metrics.partition.combine import AVAILABLE, PR_MEASURES
+from evalengine.metrics.partition.combine import CONTINGENCY_MEASURES, PR_MEASURES
 from evalengine.metrics.partition.dataset import dataset_measures
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "seism"
@@ -23,7 +23,7 @@ def _measure(row: dict, measure: str) -> list:
 
 def _evaluate(tmp_path, images, n_shards=1) -> pl.DataFrame:
     store = ingest_partition_arrays(images, tmp_path / "store", {"human": [0.0]}, n_shards=n_shards)
-    return evaluate_partitions(store, "human").per_image
+    return evaluate_partitions(store, "human", CONTINGENCY_MEASURES).per_image
 
 
 def test_seism_demo_multi_gt_and_pairwise(tmp_path):
@@ -35,7 +35,7 @@ def test_seism_demo_multi_gt_and_pairwise(tmp_path):
     per_image = _evaluate(tmp_path, [(stem, np.stack(gts), {"human": {0.0: seg}})
                                      for stem, (seg, gts) in cases.items()])
     rows = {row["file_name"]: row for row in per_image.iter_rows(named=True)}
-    assert set(expected["demo_multi_gt"]) == set(AVAILABLE)
+    assert set(expected["demo_multi_gt"]) == set(CONTINGENCY_MEASURES)
     for measure, values in expected["demo_multi_gt"].items():
         assert _measure(rows["demo"], measure) == pytest.approx(values, abs=1e-12, rel=0), measure
     for measure, by_pair in expected["pairwise_single_gt"].items():
@@ -85,7 +85,7 @@ def test_every_human_pair_equals_seism(human_pairs):
             got = np.array(_measure(row, measure))
             # printed with %f: the value rounds to the stored string
             assert np.all(np.abs(got - np.array(value, ndmin=1)) <= 5e-7 + 1e-12), (pair["set"], pair["row"], measure)
-    assert set(worst) == set(AVAILABLE)
+    assert set(worst) == set(CONTINGENCY_MEASURES)
     assert max(worst.values()) <= 1e-12, worst
 
 
@@ -107,7 +107,7 @@ def test_human_summaries_equal_seism(human_pairs):
             for measure, value in expected["computed"].items():
                 assert _measure(row, measure) == pytest.approx(np.array(value, ndmin=1).tolist(), abs=1e-12, rel=0)
         # gather_human.m: F of the mean P and R over all rows; the mean otherwise
-        dataset = dataset_measures(rows.with_columns(parameter=pl.lit(0.0)), AVAILABLE).row(0, named=True)
+        dataset = dataset_measures(rows.with_columns(parameter=pl.lit(0.0)), CONTINGENCY_MEASURES).row(0, named=True)
         published[set_name] = (round(dataset["fop"], 5), round(dataset["pri"], 5))
         for measure, value in summary["dataset_from_computed_pairs"][set_name].items():
             want = [value["F"], value["mean_P"], value["mean_R"]] if isinstance(value, dict) else [value]

@@ -6,14 +6,17 @@
   ``bgm``; ``vd = (dhd + sdhd) / 2``;
 - ``fr``: F of the mean precision and the mean recall (0 unless their sum is positive);
 - ``fop``: one classification over all annotators (:mod:`evalengine.metrics.partition.objects`);
-- ``fb``: counts pooled over annotators (the boundary kernel's, not part of this module yet).
+- ``fb``: the boundary kernel's counts pooled over annotators (``schema.PARTITION_BOUNDARY``), SEISM's edge rules
+  (:func:`evalengine.geometry.boundary_pr.boundary_precision_recall`).
 
 A pair's ``n`` is its valid pixels (all of them without void).
 """
 
 import polars as pl
 
+from evalengine import schema
 from evalengine.errors import ProtocolError
+from evalengine.geometry.boundary_pr import boundary_precision_recall
 from evalengine.metrics.partition import IMAGE, PAIR, with_marginals
 from evalengine.metrics.partition.bgm import bgm_terms
 from evalengine.metrics.partition.objects import ObjectsAndParts, fop_terms
@@ -23,18 +26,17 @@ from evalengine.metrics.partition.region import normalized_voi, region_terms
 # SEISM's measure names, in its order; fr, fop and fb are [F, P, R], the others one number (higher is better, but voi)
 MEASURES = ("sc", "ssc", "pri", "voi", "nvoi", "bce", "gce", "lce", "dhd", "sdhd", "vd", "bgm", "fr", "fop", "fb")
 PR_MEASURES = ("fr", "fop", "fb")
-NOT_YET = {"fb": "the boundary measure fb is not yet available (it comes with the boundary kernels)"}
-AVAILABLE = tuple(m for m in MEASURES if m not in NOT_YET)
+BOUNDARY_MEASURES = ("fb",)  # from the boundary table, not the contingency table
+CONTINGENCY_MEASURES = tuple(m for m in MEASURES if m not in BOUNDARY_MEASURES)
+FB_COUNTS = tuple(schema.PARTITION_BOUNDARY)[2:]  # matched_pred, n_pred, matched_gt, n_gt
 
 
 def check_measures(measures) -> tuple:
-    """The requested measures in SEISM's order (all available ones for None), or a located error."""
+    """The requested measures in SEISM's order (all of them, fb included, for None), or a located error."""
     if measures is None:
-        return AVAILABLE
+        return MEASURES
     measures = tuple(measures)
     for measure in measures:
-        if measure in NOT_YET:
-            raise ProtocolError(f"--measures: {NOT_YET[measure]}")
         if measure not in MEASURES:
             raise ProtocolError(f"--measures: unknown measure {measure!r} (measures: {', '.join(MEASURES)})")
     return tuple(m for m in MEASURES if m in measures)
@@ -45,9 +47,11 @@ def measure_columns(measures) -> list:
     return [c for m in measures for c in ((m, f"{m}_precision", f"{m}_recall") if m in PR_MEASURES else (m,))]
 
 
-def image_measures(cells: pl.DataFrame, measures=None, objects: ObjectsAndParts = ObjectsAndParts()) -> pl.DataFrame:
+def image_measures(cells: pl.DataFrame, measures=None, objects: ObjectsAndParts = ObjectsAndParts(),
+                   boundary: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per (image, parameter) with the columns of ``measures``, from contingency cells
-    (``schema.CONTINGENCY``)."""
+    (``schema.CONTINGENCY``) and, for ``fb``, the boundary counts (``schema.PARTITION_BOUNDARY``, kept as columns:
+    the dataset level pools them)."""
     measures = check_measures(measures)
     marginals = with_marginals(cells.lazy())
     pairs = region_terms(marginals).join(pair_terms(marginals), on=PAIR)
@@ -69,7 +73,17 @@ def image_measures(cells: pl.DataFrame, measures=None, objects: ObjectsAndParts 
                    fr=f_measure(pl.col("fr_precision"), pl.col("fr_recall"))).collect()
     if "fop" in measures:
         per_image = per_image.join(fop_terms(cells), on=IMAGE, how="left")
-    return per_image.select(*IMAGE, *measure_columns(measures))
+    if "fb" in measures:
+        per_image = per_image.join(with_boundary_measures(boundary), on=IMAGE, how="left")
+    return per_image.select(*IMAGE, *measure_columns(measures), *(FB_COUNTS if "fb" in measures else ()))
+
+
+def with_boundary_measures(counts: pl.DataFrame) -> pl.DataFrame:
+    """``counts`` (the four ``FB_COUNTS`` columns, per image or pooled) with ``fb``, ``fb_precision``,
+    ``fb_recall`` by SEISM's rules (no GT boundary: P 0, R 1; no machine boundary: P 1, R 0)."""
+    f, precision, recall = boundary_precision_recall(counts.select(FB_COUNTS).to_numpy().reshape(-1, 4))
+    return counts.with_columns(fb=pl.Series(f, dtype=pl.Float64), fb_precision=pl.Series(precision, dtype=pl.Float64),
+                               fb_recall=pl.Series(recall, dtype=pl.Float64))
 
 
 def f_measure(precision: pl.Expr, recall: pl.Expr) -> pl.Expr:
