@@ -31,8 +31,8 @@ from evalengine.metrics.summary import KEYPOINT_LAYOUT, SUMMARY_LAYOUT
 from evalengine.store.layout import open_layout
 from evalengine.store.location import is_remote, location
 from evalengine.store.lock import reading
-from evalengine.store.paths import (CATEGORY_EDGES, DT, IMAGE_LABELS, MATCHES, PARTITIONS, PROPOSALS, PROTOCOL_FILE,
-                                    StorePaths, table_globs)
+from evalengine.store.paths import (ACCUMULATION_FILE, CATEGORY_EDGES, DT, IMAGE_LABELS, MATCHES, PARTITIONS, PROPOSALS,
+                                    PROTOCOL_FILE, StorePaths, table_globs)
 
 
 def _visible(glob: str) -> str:
@@ -88,6 +88,11 @@ def path_variables(store_path) -> dict:
     for protocol in PROTOCOLS:
         finished = sorted(str(recorded.parent) for recorded in layout.root.glob(
             f"{MATCHES}/protocol={protocol.name}*/run=*/{PROTOCOL_FILE}") if recorded.parent.name[4:] in runs)
+        if protocol.name == "coco":  # the stored AP tables (sql/39_coco_ap_tables.sql); 'protocol/run' of the others
+            stored = {folder: location(f"{folder}/{ACCUMULATION_FILE}").exists() for folder in finished}
+            variables["coco_ap_tables"] = [f"{folder}/{ACCUMULATION_FILE}" for folder in finished if stored[folder]]
+            variables["coco_ap_pending"] = ["/".join(level[level.index("=") + 1:] for level in folder.split("/")[-2:])
+                                            for folder in finished if not stored[folder]]
         variables[f"{protocol.name}_protocols"] = [f"{folder}/{PROTOCOL_FILE}" for folder in finished]
         for side in protocol.sides:
             name = f"{protocol.name}_{side}"

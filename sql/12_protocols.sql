@@ -15,6 +15,13 @@ CREATE OR REPLACE VIEW coco_accumulation_protocols AS SELECT *, '' AS stage FROM
 CREATE OR REPLACE VIEW coco_accumulation_matches AS SELECT *, '' AS stage FROM matches;
 CREATE OR REPLACE VIEW coco_accumulation_gt_matches AS SELECT *, '' AS stage FROM gt_matches;
 
+-- coco_ap_tables: the AP table written beside a match table once its run was evaluated (accumulation.parquet), as
+-- 39_coco_ap_tables.sql reads them; none until then. coco_ap_pending: 'protocol/run' of the match tables without one.
+CREATE OR REPLACE VIEW coco_ap_tables AS
+SELECT NULL::VARCHAR AS protocol, NULL::VARCHAR AS run, NULL::BIGINT AS category_id, NULL::DOUBLE AS iou_threshold,
+       NULL::VARCHAR AS area_range, NULL::BIGINT AS max_dets, NULL::DOUBLE AS ap, NULL::DOUBLE AS recall
+WHERE false;
+
 CREATE OR REPLACE VIEW protocol_iou_thresholds AS
 SELECT * EXCLUDE (stage) FROM coco_iou_thresholds(coco_accumulation_protocols);
 

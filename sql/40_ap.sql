@@ -1,10 +1,23 @@
 -- requires: coco_protocols
 -- ap_by_protocol: COCO 101-point AP and final recall per (protocol, run, category, IoU threshold, area
--- range, max dets), -1 where the category has no regular ground truth (pycocotools' precision/recall;
--- coco_ap of 09_coco_accumulation.sql).
+-- range, max dets), -1 where the category has no regular ground truth (pycocotools' precision/recall): the stored AP
+-- table of a match table (coco_ap_tables), else coco_ap of 09_coco_accumulation.sql over the match table (the same
+-- numbers, computed in SQL; coco_ap_pending lists the tables without a stored one).
 CREATE OR REPLACE VIEW ap_by_protocol AS
-SELECT * EXCLUDE (stage)
-FROM coco_ap(coco_accumulation_matches, coco_accumulation_gt_matches, coco_accumulation_protocols);
+WITH pending_protocols AS (
+    SELECT * FROM coco_accumulation_protocols
+    WHERE list_contains(getvariable('coco_ap_pending'), protocol || '/' || run)
+), pending_matches AS (
+    SELECT * FROM coco_accumulation_matches
+    WHERE list_contains(getvariable('coco_ap_pending'), protocol || '/' || run)
+), pending_gt_matches AS (
+    SELECT * FROM coco_accumulation_gt_matches
+    WHERE list_contains(getvariable('coco_ap_pending'), protocol || '/' || run)
+)
+SELECT protocol, run, category_id, iou_threshold, area_range, max_dets, ap, recall FROM coco_ap_tables
+UNION ALL
+SELECT protocol, run, category_id, iou_threshold, area_range, max_dets, ap, recall
+FROM coco_ap(pending_matches, pending_gt_matches, pending_protocols);
 
 -- ap: the same with the columns scripts rely on, and what each table matched (iou_type: bbox, segm, boundary,
 -- keypoints); the default protocol of boxes is protocol 'coco'.

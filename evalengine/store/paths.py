@@ -28,6 +28,8 @@ MANIFEST = "manifest.json"
 PART = "part-0.parquet"
 PERTURBATION = "perturbation.parquet"
 PROTOCOL_FILE = "protocol.json"
+# a COCO match table's AP and recall per (category, IoU threshold, area range, max dets), beside its protocol.json
+ACCUMULATION_FILE = "accumulation.parquet"
 TABLES = ("images", "categories", "runs")  # one file each
 GT, DT, PROPOSALS, MATCHES, HIT_COUNTS = "gt", "dt", "proposals", "matches", "hprs"
 PARTITIONS = "partitions"
