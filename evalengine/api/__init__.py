@@ -4,6 +4,7 @@ evaluation whose metrics are Polars frames (:mod:`evalengine.evaluation`)."""
 import shutil
 import tempfile
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from evalengine import sql as sql_views
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.planner import match
 from evalengine.engine.runner import SCHEDULERS
+from evalengine.errors import InputWarning
 from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
@@ -210,6 +212,9 @@ class Store:
         protocol with them is matched first (once; its match table is kept beside the others).
         """
         image_ids = None if where is None else self.image_ids(where)  # a refused predicate costs no matching
+        if image_ids == []:
+            warnings.warn(f"{self.path}: no image satisfies {where!r}: every number of the slice is -1", InputWarning,
+                          stacklevel=2)
         return self.evaluate(protocol, run=run, **schedule).slice(image_ids=image_ids, category_ids=category_ids)
 
 

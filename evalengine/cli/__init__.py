@@ -26,6 +26,7 @@ import sys
 import threading
 import warnings
 
+from evalengine import __version__
 from evalengine.errors import EvalEngineError, first_line
 
 EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 70, 130, 141
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="evalengine", description="The ``evalengine`` command.")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error (also EVALENGINE_DEBUG=1)")
+    parser.add_argument("--version", action="version", version=f"evalengine {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in subcommands:
         add(sub)

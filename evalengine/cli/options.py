@@ -55,8 +55,8 @@ def protocol_args(parser: argparse.ArgumentParser) -> None:
                         help="IoU thresholds (default: pycocotools' linspace(.5, .95, 10))")
     parser.add_argument("--area-ranges", nargs="+", default=None, metavar="LABEL:LO:HI", type=_area_range,
                         help="area ranges, bounds inclusive (default: all:0:1e10 small:0:1024 medium:1024:9216 "
-                             "large:9216:1e10; keypoints: no small); the summary looks up the labels "
-                             "all/small/medium/large")
+                             "large:9216:1e10; keypoints: no small); the summary prints an AP and an AR row for each range "
+                             "(pycocotools' own rows for all/small/medium/large)")
     parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
                         help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
     schedule_args(parser)
