@@ -16,7 +16,7 @@ from evalengine import sql as sql_views
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.planner import match
 from evalengine.engine.runner import SCHEDULERS
-from evalengine.errors import InputWarning
+from evalengine.errors import InputWarning, ZeroIdWarning
 from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
@@ -305,7 +305,9 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     threading.Thread(target=warm_up, daemon=True).start()
     folder = _TemporaryFolder() if store is None else None
     total = count_rows(dt_path) if is_path(dt_path) else None
-    with phases.phase("ingest", total=total, unit="detections") as advance:
+    with phases.phase("ingest", total=total, unit="detections") as advance, warnings.catch_warnings():
+        if protocol is not None and not protocol.zero_id_quirk:  # the quirk is off: id 0 is matched
+            warnings.simplefilter("ignore", ZeroIdWarning)
         opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store",
                              n_shards=n_shards, progress=advance, masks=folder is None or _reads_masks(protocol))
     evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, **schedule)
@@ -342,6 +344,9 @@ def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str 
                    phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
     """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
     phases = phases or Phases()
+    if "neg_category_ids" in store.images().collect_schema().names():  # lvis-api's image labels
+        warnings.warn("the ground truth is LVIS' (its images have 'neg_category_ids'), evaluated here as COCO; "
+                      "`evalengine lvis` (evaluate_lvis) applies LVIS' federated rules", InputWarning)
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, **schedule)
     if not accumulate:

@@ -98,3 +98,78 @@ def test_default_area_ranges_print_pycocotools_summary(capsys):
                        "medium:1024:9216", "large:9216:1e10")
     _, default, _ = run(capsys, "coco", "--gt", GT, "--dt", DT)
     assert code == 0 and out == default and len(out.splitlines()) == 12
+
+
+def _write(path, value):
+    path.write_text(json.dumps(value))
+    return str(path)
+
+
+def test_results_in_an_object_say_what_the_file_is_and_how_to_fix_it(tmp_path):
+    results = json.loads(SAMPLE_DT.read_text())
+    wrapped = _write(tmp_path / "wrapped.json", {"annotations": results})
+    result = command("coco", "--gt", GT, "--dt", wrapped)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (f"evalengine: error: {wrapped}: a JSON object whose 'annotations' hold the results, where "
+                             f"a COCO result file is that list alone; write it alone, e.g. jq .annotations {wrapped} > "
+                             "results.json\n")
+    result = command("coco", "--gt", GT, "--dt", GT)
+    assert result.returncode == 2
+    assert result.stderr == (f"evalengine: error: {GT}: a COCO ground-truth file (images, annotations), where "
+                             "detections are expected: a JSON list of results (image_id, category_id, bbox or "
+                             "segmentation, score)\n")
+
+
+def test_a_voc_folder_as_gt(capsys, tmp_path):
+    voc = SAMPLE_GT.parent / "voc_sample"
+    code, _, err = run(capsys, "coco", "--gt", str(voc), "--dt", DT)
+    assert code == 2 and err == (f"evalengine: error: {voc}: a PASCAL VOC folder (Annotations/), where a COCO "
+                                 "ground-truth JSON file is expected; evaluate it with `evalengine voc`\n")
+    code, _, err = run(capsys, "coco", "--gt", str(tmp_path), "--dt", DT)
+    assert code == 2 and err == (f"evalengine: error: {tmp_path}: a folder, where a COCO ground-truth JSON file is "
+                                 "expected\n")
+
+
+def test_nan_scores_are_refused_with_the_fix(tmp_path):
+    results = json.loads(SAMPLE_DT.read_text())[:5]
+    results[2]["score"] = float("nan")
+    path = _write(tmp_path / "nan.json", results)  # json.dumps writes NaN
+    result = command("coco", "--gt", GT, "--dt", path)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith(f"evalengine: error: {path}: detection at position 3 (line 1, column ")
+    assert ("'score' is NaN, not a finite number (JSON has none; Python's json.dump writes it for a float NaN or inf: "
+            "drop those results or give them a number)") in result.stderr
+
+
+def test_lvis_ground_truth_evaluated_as_coco_is_said(capsys, tmp_path):
+    gt = json.loads(SAMPLE_GT.read_text())
+    for image in gt["images"]:
+        image.update(neg_category_ids=[], not_exhaustive_category_ids=[])
+    code, out, err = run(capsys, "coco", "--gt", _write(tmp_path / "lvis.json", gt), "--dt", DT)
+    _, coco, _ = run(capsys, "coco", "--gt", GT, "--dt", DT)
+    assert code == 0 and out == coco
+    assert err.splitlines() == ["evalengine: warning: the ground truth is LVIS' (its images have 'neg_category_ids'), "
+                                "evaluated here as COCO; `evalengine lvis` (evaluate_lvis) applies LVIS' federated "
+                                "rules"]
+
+
+ZERO_ID = ("evalengine: warning: {gt}: annotation id 0 found; pycocotools can never count it as matched (the 'coco' "
+           "protocol keeps that quirk; --keep-zero-id-quirk 0, or zero_id_quirk=False in Python, fixes it)")
+
+
+def test_messages_name_the_flags(capsys, tmp_path):
+    gt = json.loads(SAMPLE_GT.read_text())
+    gt["annotations"][0]["id"] = 0
+    path = _write(tmp_path / "gt0.json", gt)
+    code, _, err = run(capsys, "coco", "--gt", path, "--dt", DT)
+    assert code == 0 and err.splitlines() == [ZERO_ID.format(gt=path)]
+    code, _, err = run(capsys, "coco", "--gt", path, "--dt", DT, "--keep-zero-id-quirk", "0")
+    assert code == 0 and err == ""
+    store = str(tmp_path / "store")
+    assert run(capsys, "ingest", "coco", "--gt", GT, "--dt", DT, "--store", store)[0] == 0
+    code, _, err = run(capsys, "ingest", "coco", "--gt", GT, "--dt", DT, "--store", store)
+    assert code == 2 and err == f"evalengine: error: {store}: already exists (--overwrite, or overwrite=True in " \
+                                "Python, replaces it)\n"
+    code, _, err = run(capsys, "add-run", store, "--run", "default", "--dt", DT)
+    assert code == 2 and err == f"evalengine: error: {store}: run 'default' already exists (--overwrite, or " \
+                                "overwrite=True in Python, replaces it)\n"
