@@ -29,9 +29,7 @@ from evalengine.io.metadata import with_image_metadata
 from evalengine.geometry.homography import homography_table
 from evalengine.io.perturbations import read_homographies
 from evalengine.io.proposals import BOX_CONVENTIONS, iter_proposals
-from evalengine.match.coco import (
-    COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol,
-)
+from evalengine.match.coco import COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol
 from evalengine.match.groups import warm_up
 from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
 from evalengine.match.proposals import HOSANG_BUDGETS, PONT_TUSET_BUDGETS, ProposalProtocol
@@ -42,7 +40,7 @@ from evalengine.progress import Phases
 from evalengine.store.build import add_proposal_run, add_run, create_store, replaced_store
 from evalengine.store.commit import replace_file
 from evalengine.store.fsck import Finding, fsck
-from evalengine.store.layout import StoreLayout, open_layout
+from evalengine.store.layout import Shown, StoreLayout, open_layout
 from evalengine.store.location import location
 from evalengine.store.paths import NAME_RULE, check_name
 from evalengine.store.ranking import ORDERINGS, ProposalOrder, ProposalRun
@@ -63,8 +61,8 @@ DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
 
 
-@dataclass(frozen=True)
-class Store:
+@dataclass(frozen=True, repr=False)
+class Store(Shown):
     """An opened store. Tables come back as lazy frames; ``evaluate`` matches a run and returns an evaluation."""
 
     layout: StoreLayout
@@ -180,11 +178,12 @@ class Store:
         folders = [(run, self.match(protocol, run, **schedule)) for run in runs]
         return proposal_evaluation.repeatability(self.layout, folders, method, empty_bins, touching_gt, by_bin)
 
-    def compare(self, runs: list, protocol: CocoProtocol | None = None, **schedule) -> pl.DataFrame:
-        """AP@[.50:.95] (max dets 100) per category and area range for each run, and each run's difference
-        to the first: one row per (category, area range), columns ``ap_<run>`` and ``diff_<run>``."""
+    def compare(self, runs: list, protocol: CocoProtocol | None = None, overall: bool = False,
+                **schedule) -> pl.DataFrame:
+        """AP per category and area range of each run and its difference to the first; ``overall``: with the
+        summary's AP per area range (:func:`evalengine.evaluation.detection.compare`)."""
         return compare({run: self.evaluate(protocol, run=run, **schedule) for run in runs},
-                       self.layout.read("categories"))
+                       self.layout.read("categories"), overall)
 
     def sql(self, query: str, allow_external: bool = False) -> pl.DataFrame:
         """Run one read-only SQL statement (``SELECT`` or ``WITH``) over the store's DuckDB views (see the top-level

@@ -15,7 +15,7 @@ from evalengine.metrics.summary import printed_layout, stat_names, summary_cap, 
 
 def table(frame: pl.DataFrame) -> str:
     """A frame as a plain table: every row and column, no shape or dtypes."""
-    with pl.Config(tbl_rows=100, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         return str(frame)
 

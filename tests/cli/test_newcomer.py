@@ -173,3 +173,45 @@ def test_messages_name_the_flags(capsys, tmp_path):
     code, _, err = run(capsys, "add-run", store, "--run", "default", "--dt", DT)
     assert code == 2 and err == f"evalengine: error: {store}: run 'default' already exists (--overwrite, or " \
                                 "overwrite=True in Python, replaces it)\n"
+
+
+def test_compare_overall_row_sorted_by_difference_and_limit(capsys, tmp_path):
+    """The overall rows are pycocotools' AP per area range (stats 0, 3, 4, 5) of each run and their difference; the
+    categories follow by |ΔAP|; --limit keeps the first rows."""
+    gt, base = json.loads(SAMPLE_GT.read_text()), json.loads(SAMPLE_DT.read_text())
+    shifted = [{**d, "bbox": [d["bbox"][0] + 3, *d["bbox"][1:]]} for d in base]
+    store = str(tmp_path / "store")
+    evalengine.ingest_coco(GT, DT, store).add_run(_write(tmp_path / "shifted.json", shifted), "shifted")
+    code, out, _ = run(capsys, "compare", store, "default", "shifted", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    stats = {name: pycocotools_eval(gt, dt).stats for name, dt in (("default", base), ("shifted", shifted))}
+    overall = {row["area_range"]: row for row in rows[:4]}
+    assert [row["category_id"] for row in rows[:4]] == [None] * 4 and {row["name"] for row in rows[:4]} == {"(all)"}
+    for area, index in (("all", 0), ("small", 3), ("medium", 4), ("large", 5)):
+        assert overall[area]["ap_default"] == pytest.approx(stats["default"][index], abs=1e-12)
+        assert overall[area]["ap_shifted"] == pytest.approx(stats["shifted"][index], abs=1e-12)
+        assert overall[area]["diff_shifted"] == pytest.approx(stats["shifted"][index] - stats["default"][index],
+                                                              abs=1e-12)
+    rest = [abs(row["diff_shifted"]) if row["diff_shifted"] is not None else -1.0 for row in rows[4:]]
+    assert rest == sorted(rest, reverse=True) and len(rows) > 100 and None not in [r["category_id"] for r in rows[4:]]
+    code, out, _ = run(capsys, "compare", store, "default", "shifted", "--limit", "7", "--json")
+    assert code == 0 and json.loads(out) == rows[:7]
+    code, out, _ = run(capsys, "compare", store, "default", "shifted")
+    assert code == 0 and len(out.splitlines()) == len(rows) + 4  # every row (no cut at 100), the table's 4 rules
+
+
+def test_short_reprs(sample_store):
+    """A notebook shows what the objects are, not the manifest."""
+    path = sample_store.path
+    assert repr(sample_store) == f"Store('{path}': {sample_store.layout.n_shards} shards, runs: default)"
+    assert sample_store._repr_html_() == f"<code>Store(&#x27;{path}&#x27;: {sample_store.layout.n_shards} shards, " \
+                                         "runs: default)</code>"
+    evaluation = sample_store.evaluate()
+    assert repr(evaluation) == (f"Evaluation(run 'default', coco bbox (coco), store '{path}': "
+                                f"{sample_store.layout.n_shards} shards, runs: default)")
+    sliced = sample_store.report(where="width > 500", category_ids=[1, 2])
+    assert repr(sliced).endswith(f"slice of {len(sliced.image_subset)} images and 2 categories)")
+    html = evaluation._repr_html_()
+    assert html.startswith("<code>Evaluation(run &#x27;default&#x27;") and "AR100" in html and len(html) < 6000
+    assert len(repr(sample_store.layout)) < 200
