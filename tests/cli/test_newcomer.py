@@ -215,3 +215,10 @@ def test_short_reprs(sample_store):
     html = evaluation._repr_html_()
     assert html.startswith("<code>Evaluation(run &#x27;default&#x27;") and "AR100" in html and len(html) < 6000
     assert len(repr(sample_store.layout)) < 200
+
+
+def test_proposal_evaluation_repr(tmp_path):
+    store = evalengine.ingest_gt(GT, tmp_path / "store").add_baseline("uniform", 20)
+    assert repr(store.evaluate_proposals("uniform")) == (
+        f"ProposalEvaluation(run 'uniform', hosang bbox (hosang), store '{store.path}': {store.layout.n_shards} "
+        "shards, runs: none, proposal runs: uniform)")
