@@ -222,3 +222,37 @@ def test_proposal_evaluation_repr(tmp_path):
     assert repr(store.evaluate_proposals("uniform")) == (
         f"ProposalEvaluation(run 'uniform', hosang bbox (hosang), store '{store.path}': {store.layout.n_shards} "
         "shards, runs: none, proposal runs: uniform)")
+
+
+def test_demo_reuses_one_store(tmp_path):
+    """Without --store the demo writes evalengine-demo-USER in the temporary folder, replaced by the next run."""
+    import getpass
+    import os
+
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    target = tmp_path / f"evalengine-demo-{getpass.getuser()}"
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-m", "evalengine.cli", "demo"], capture_output=True, text=True,
+                                env=env, timeout=900)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[-1] == f"the next demo replaces it; remove it with: rm -r {target}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+    assert (target / "manifest.json").is_file()
+
+
+def test_compile_notice(tmp_path, monkeypatch, capsys):
+    """Said on a terminal when no kernel is cached yet; not when one is, nor off a terminal."""
+    from evalengine.cli import compile_notice
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    compile_notice()
+    assert capsys.readouterr().err == "evalengine: compiling kernels, once (20-40 s; later runs reuse them)\n"
+    (tmp_path / "evalengine" / "match").mkdir(parents=True)
+    (tmp_path / "evalengine" / "match" / "groups.rank_in_group-10.py311.nbi").write_bytes(b"")
+    compile_notice()
+    assert capsys.readouterr().err == ""
+    (tmp_path / "evalengine" / "match" / "groups.rank_in_group-10.py311.nbi").unlink()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    compile_notice()
+    assert capsys.readouterr().err == ""
