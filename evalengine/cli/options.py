@@ -46,6 +46,15 @@ def iou_type_args(parser: argparse.ArgumentParser, scope: str = "") -> None:
 
 
 def protocol_args(parser: argparse.ArgumentParser) -> None:
+    """The COCO protocol's options (:func:`matching_args`), scheduling, ``--json`` and progress."""
+    matching_args(parser)
+    schedule_args(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
+    run_args(parser)
+
+
+def matching_args(parser) -> None:
+    """The COCO protocol's options (a parser or an argument group): what :func:`protocol` reads."""
     iou_type_args(parser)
     parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,
                         help="0 pools all categories into one (class-agnostic, pycocotools useCats=0)")
@@ -59,9 +68,6 @@ def protocol_args(parser: argparse.ArgumentParser) -> None:
                              "(pycocotools' own rows for all/small/medium/large)")
     parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
                         help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
-    schedule_args(parser)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
-    run_args(parser)
 
 
 def schedule_args(parser: argparse.ArgumentParser) -> None:

@@ -256,3 +256,37 @@ def test_compile_notice(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
     compile_notice()
     assert capsys.readouterr().err == ""
+
+
+def test_plot_out_with_an_unknown_format_fails_before_the_work(sample_store, tmp_path):
+    out = tmp_path / "x.jpgg"
+    result = command("plot", str(sample_store.path), "pr", "--out", str(out))
+    assert result.returncode == 2 and not out.exists()
+    from evalengine.plots import figure_formats
+
+    formats = ", ".join(sorted(figure_formats()))
+    assert {"png", "pdf", "svg", "jpg"} <= set(figure_formats())
+    assert result.stderr == f"evalengine: error: {out}: no figure format .jpgg (one of {formats})\n"
+
+
+def test_plot_help_lists_only_its_options():
+    result = command("plot", "--help")
+    assert result.returncode == 0
+    for flag in ("--scheduler", "--workers", "--address", "--json", "--quiet", "--profile"):
+        assert flag not in result.stdout
+    assert "COCO protocol:" in result.stdout and "--iou-type" in result.stdout
+
+
+def test_baseline_output_and_proposal_ordering_fit_together(capsys, tmp_path):
+    out = tmp_path / "uniform.parquet"
+    code, text, _ = run(capsys, "baseline", "--gt", GT, "--kind", "uniform", "--per-image", "10", "--out", str(out))
+    assert code == 0 and text.strip().endswith("no scores: evaluate them with --ordering given)")
+    code, _, err = run(capsys, "proposals", "--gt", GT, "--proposals", str(out), "--quiet")
+    assert code == 2 and err.startswith(f"evalengine: error: {out}: ordering 'score-desc' needs a score") and \
+        err.endswith("(use ordering 'given' or 'random': --ordering given, or ProposalOrder('given') in Python; "
+                     "baseline runs have no scores)\n")
+    code, text, err = run(capsys, "proposals", "--gt", GT, "--proposals", str(out), "--ordering", "given", "--quiet")
+    assert code == 0 and err == "" and "AR" in text
+    code, _, err = run(capsys, "baseline", "--gt", GT, "--kind", "uniform", "--out", str(tmp_path / "b.json"))
+    assert code == 2 and err == f"evalengine: error: {tmp_path / 'b.json'}: baseline writes Parquet; name the file " \
+                                ".parquet\n"
