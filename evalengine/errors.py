@@ -21,6 +21,10 @@ class InputWarning(UserWarning):
     """Input that the reference tool accepts but that is probably a mistake (e.g. annotation id 0)."""
 
 
+class ZeroIdWarning(InputWarning):
+    """A ground-truth annotation with id 0, which pycocotools never matches (silenced where the quirk is off)."""
+
+
 class StoreWarning(UserWarning):
     """Something the user should know about a store: what an overwrite replaced, a wait for another writer."""
 

@@ -4,6 +4,7 @@ evaluation whose metrics are Polars frames (:mod:`evalengine.evaluation`)."""
 import shutil
 import tempfile
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from evalengine import sql as sql_views
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.planner import match
 from evalengine.engine.runner import SCHEDULERS
+from evalengine.errors import InputWarning, ZeroIdWarning
 from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
@@ -27,9 +29,7 @@ from evalengine.io.metadata import with_image_metadata
 from evalengine.geometry.homography import homography_table
 from evalengine.io.perturbations import read_homographies
 from evalengine.io.proposals import BOX_CONVENTIONS, iter_proposals
-from evalengine.match.coco import (
-    COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol,
-)
+from evalengine.match.coco import COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol
 from evalengine.match.groups import warm_up
 from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
 from evalengine.match.proposals import HOSANG_BUDGETS, PONT_TUSET_BUDGETS, ProposalProtocol
@@ -40,7 +40,7 @@ from evalengine.progress import Phases
 from evalengine.store.build import add_proposal_run, add_run, create_store, replaced_store
 from evalengine.store.commit import replace_file
 from evalengine.store.fsck import Finding, fsck
-from evalengine.store.layout import StoreLayout, open_layout
+from evalengine.store.layout import Shown, StoreLayout, open_layout
 from evalengine.store.location import location
 from evalengine.store.paths import NAME_RULE, check_name
 from evalengine.store.ranking import ORDERINGS, ProposalOrder, ProposalRun
@@ -61,8 +61,8 @@ DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
 
 
-@dataclass(frozen=True)
-class Store:
+@dataclass(frozen=True, repr=False)
+class Store(Shown):
     """An opened store. Tables come back as lazy frames; ``evaluate`` matches a run and returns an evaluation."""
 
     layout: StoreLayout
@@ -178,11 +178,12 @@ class Store:
         folders = [(run, self.match(protocol, run, **schedule)) for run in runs]
         return proposal_evaluation.repeatability(self.layout, folders, method, empty_bins, touching_gt, by_bin)
 
-    def compare(self, runs: list, protocol: CocoProtocol | None = None, **schedule) -> pl.DataFrame:
-        """AP@[.50:.95] (max dets 100) per category and area range for each run, and each run's difference
-        to the first: one row per (category, area range), columns ``ap_<run>`` and ``diff_<run>``."""
+    def compare(self, runs: list, protocol: CocoProtocol | None = None, overall: bool = False,
+                **schedule) -> pl.DataFrame:
+        """AP per category and area range of each run and its difference to the first; ``overall``: with the
+        summary's AP per area range (:func:`evalengine.evaluation.detection.compare`)."""
         return compare({run: self.evaluate(protocol, run=run, **schedule) for run in runs},
-                       self.layout.read("categories"))
+                       self.layout.read("categories"), overall)
 
     def sql(self, query: str, allow_external: bool = False) -> pl.DataFrame:
         """Run one read-only SQL statement (``SELECT`` or ``WITH``) over the store's DuckDB views (see the top-level
@@ -210,6 +211,9 @@ class Store:
         protocol with them is matched first (once; its match table is kept beside the others).
         """
         image_ids = None if where is None else self.image_ids(where)  # a refused predicate costs no matching
+        if image_ids == []:
+            warnings.warn(f"{self.path}: no image satisfies {where!r}: every number of the slice is -1", InputWarning,
+                          stacklevel=2)
         return self.evaluate(protocol, run=run, **schedule).slice(image_ids=image_ids, category_ids=category_ids)
 
 
@@ -300,7 +304,9 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     threading.Thread(target=warm_up, daemon=True).start()
     folder = _TemporaryFolder() if store is None else None
     total = count_rows(dt_path) if is_path(dt_path) else None
-    with phases.phase("ingest", total=total, unit="detections") as advance:
+    with phases.phase("ingest", total=total, unit="detections") as advance, warnings.catch_warnings():
+        if protocol is not None and not protocol.zero_id_quirk:  # the quirk is off: id 0 is matched
+            warnings.simplefilter("ignore", ZeroIdWarning)
         opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store",
                              n_shards=n_shards, progress=advance, masks=folder is None or _reads_masks(protocol))
     evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, **schedule)
@@ -337,6 +343,9 @@ def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str 
                    phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
     """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
     phases = phases or Phases()
+    if "neg_category_ids" in store.images().collect_schema().names():  # lvis-api's image labels
+        warnings.warn("the ground truth is LVIS' (its images have 'neg_category_ids'), evaluated here as COCO; "
+                      "`evalengine lvis` (evaluate_lvis) applies LVIS' federated rules", InputWarning)
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, **schedule)
     if not accumulate:

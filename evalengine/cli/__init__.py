@@ -25,7 +25,9 @@ import signal
 import sys
 import threading
 import warnings
+from pathlib import Path
 
+from evalengine import __version__
 from evalengine.errors import EvalEngineError, first_line
 
 EXIT_ERROR, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 70, 130, 141
@@ -64,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="evalengine", description="The ``evalengine`` command.")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error (also EVALENGINE_DEBUG=1)")
+    parser.add_argument("--version", action="version", version=f"evalengine {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in subcommands:
         add(sub)
@@ -74,12 +77,22 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
     print(f"evalengine: warning: {message}", file=sys.stderr)
 
 
+def compile_notice() -> None:
+    """On a terminal, say once that the first run compiles the numba kernels (cached for the next runs): when no
+    cached kernel exists yet (numba's ``.nbi`` index files, beside the modules or under ``NUMBA_CACHE_DIR``)."""
+    cache = os.environ.get("NUMBA_CACHE_DIR")
+    root = Path(cache) if cache else Path(__file__).parent.parent
+    if sys.stderr.isatty() and not any(root.rglob("*.nbi")):
+        print("evalengine: compiling kernels, once (20-40 s; later runs reuse them)", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     """Run the command of ``argv``; return its exit status (see the module's docstring)."""
     args = None
     try:
         args = build_parser().parse_args(argv)
         warnings.showwarning = _one_line_warning
+        compile_notice()
         text = args.func(args)
     except SystemExit as exc:  # argparse printed the help or its one-line error
         return exc.code if isinstance(exc.code, int) else 0

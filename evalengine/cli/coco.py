@@ -43,9 +43,10 @@ def _cmd_add_run(args) -> str:
 
 
 def _cmd_compare(args) -> str:
-    table = api.open(args.store).compare(args.runs, options.protocol(args), **options.schedule(args))
+    table = api.open(args.store).compare(args.runs, options.protocol(args), overall=True, **options.schedule(args))
     if args.area_range:
         table = table.filter(table["area_range"] == args.area_range)
+    table = table.head(args.limit) if args.limit is not None else table
     return table.write_json() if args.json else api.report.table(table)
 
 
@@ -114,6 +115,9 @@ def add_compare(sub) -> None:
         sub, "compare", "AP per class and size of two or more runs, with differences", _cmd_compare)
     compare.add_argument("runs", nargs="+", metavar="RUN", help="runs to compare; differences are to the first")
     compare.add_argument("--area-range", default=None, help="only this area range (e.g. all, small)")
+    compare.add_argument("--limit", type=options.positive_int, default=None, metavar="N",
+                         help="only the first N rows: the overall AP per area range (category null, name (all)), "
+                              "then the largest |AP difference| of the second run (default: every row)")
     options.protocol_args(compare)
 
 

@@ -1,6 +1,7 @@
 """``evalengine demo``: the whole pipeline on the bundled COCO sample."""
 
 import tempfile
+from getpass import getuser
 import time
 from importlib import resources
 from pathlib import Path
@@ -22,7 +23,8 @@ ORDER BY "all", class"""
 
 def _cmd_demo(args) -> str:
     data = resources.files("evalengine.data")
-    target = api.location(args.store) if args.store else Path(tempfile.mkdtemp(prefix="evalengine-demo-")) / "store"
+    # one demo store per user, replaced by the next run (not a new folder each time)
+    target = api.location(args.store) if args.store else Path(tempfile.gettempdir()) / f"evalengine-demo-{getuser()}"
     started = time.perf_counter()
     with resources.as_file(data / "instances_val2014_100.json") as gt, \
             resources.as_file(data / "instances_val2014_fakebbox100_results.json") as dt:
@@ -51,11 +53,13 @@ def _cmd_demo(args) -> str:
         f"store written to {store.path}  ({time.perf_counter() - started:.1f} s)",
         f'try: evalengine sql {store.path} "SELECT * FROM coco_summary"',
         f'     evalengine sql {store.path} "SELECT * FROM proposal_recall"',
+        *([] if args.store else [f"the next demo replaces it; remove it with: rm -r {store.path}"]),
     ]
     return "\n".join(lines)
 
 
 def add_demo(sub) -> None:
     demo = sub.add_parser("demo", help="run the whole pipeline on the bundled COCO sample")
-    demo.add_argument("--store", default=None, help="where to write the demo store (default: a new temporary folder)")
+    demo.add_argument("--store", default=None, help="where to write the demo store (default: evalengine-demo-USER in the temporary folder, "
+                           "replaced by each demo)")
     demo.set_defaults(func=_cmd_demo)

@@ -46,6 +46,15 @@ def iou_type_args(parser: argparse.ArgumentParser, scope: str = "") -> None:
 
 
 def protocol_args(parser: argparse.ArgumentParser) -> None:
+    """The COCO protocol's options (:func:`matching_args`), scheduling, ``--json`` and progress."""
+    matching_args(parser)
+    schedule_args(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
+    run_args(parser)
+
+
+def matching_args(parser) -> None:
+    """The COCO protocol's options (a parser or an argument group): what :func:`protocol` reads."""
     iou_type_args(parser)
     parser.add_argument("--use-cats", type=int, choices=[0, 1], default=1,
                         help="0 pools all categories into one (class-agnostic, pycocotools useCats=0)")
@@ -55,13 +64,10 @@ def protocol_args(parser: argparse.ArgumentParser) -> None:
                         help="IoU thresholds (default: pycocotools' linspace(.5, .95, 10))")
     parser.add_argument("--area-ranges", nargs="+", default=None, metavar="LABEL:LO:HI", type=_area_range,
                         help="area ranges, bounds inclusive (default: all:0:1e10 small:0:1024 medium:1024:9216 "
-                             "large:9216:1e10; keypoints: no small); the summary looks up the labels "
-                             "all/small/medium/large")
+                             "large:9216:1e10; keypoints: no small); the summary prints an AP and an AR row for each range "
+                             "(pycocotools' own rows for all/small/medium/large)")
     parser.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
                         help="1 (default) reproduces pycocotools never matching ground-truth id 0; 0 corrects it")
-    schedule_args(parser)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the summary table")
-    run_args(parser)
 
 
 def schedule_args(parser: argparse.ArgumentParser) -> None:

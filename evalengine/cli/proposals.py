@@ -103,9 +103,12 @@ def _cmd_baseline(args) -> str:
         return f"store: {store.path} (proposal runs: {', '.join(sorted(store.layout.proposal_runs))})"
     if not args.out:
         raise EvalEngineError("baseline: give --out FILE.parquet or --store STORE")
+    if Path(args.out).suffix and Path(args.out).suffix.lower() != ".parquet":
+        raise EvalEngineError(f"{args.out}: baseline writes Parquet; name the file .parquet")
     table, n_images = api.generate_baseline(args.gt, args.kind, args.per_image, params, args.seed)
     table.write_parquet(args.out)
-    return f"{args.out}: {table.height} {args.kind} proposals for {n_images} images (continuous x1 y1 x2 y2)"
+    return (f"{args.out}: {table.height} {args.kind} proposals for {n_images} images (continuous x1 y1 x2 y2, no "
+            "scores: evaluate them with --ordering given)")
 
 
 def add_proposals(sub) -> None:

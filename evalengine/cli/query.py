@@ -23,6 +23,12 @@ def _target(args, store) -> Path:
         raise EvalEngineError(f"{args.out}: no folder {target.parent} to write into")
     if target.exists() and not args.force:
         raise EvalEngineError(f"{args.out}: already exists (--force replaces it)")
+    if args.command == "plot":
+        from evalengine.plots import figure_formats
+
+        kind, formats = target.suffix.lstrip(".").lower() or "png", figure_formats()
+        if kind not in formats:
+            raise EvalEngineError(f"{args.out}: no figure format .{kind} (one of {', '.join(sorted(formats))})")
     return target
 
 
@@ -112,11 +118,8 @@ def _save(args, target: Path, figure) -> str:
     """Write the figure in the format its file's suffix names (PNG without one), then close it."""
     from evalengine import plots
 
-    kind = target.suffix.lstrip(".").lower() or "png"
+    kind = target.suffix.lstrip(".").lower() or "png"  # one of the formats (checked by _target)
     try:
-        formats = figure.canvas.get_supported_filetypes()
-        if kind not in formats:
-            raise EvalEngineError(f"{args.out}: no figure format .{kind} (one of {', '.join(sorted(formats))})")
         _write(args, target, lambda path: figure.savefig(path, dpi=120, format=kind))
     finally:
         plots.close(figure)
@@ -181,7 +184,9 @@ def add_plot(sub) -> None:
     plot.add_argument("--grid", type=options.positive_int, default=100, help="density: cells per side (default 100)")
     plot.add_argument("--score-threshold", type=options.number, default=None,
                       help="density: count detections with score >= this (default: all)")
-    options.protocol_args(plot)
+    options.matching_args(plot.add_argument_group(
+        "COCO protocol", "pr, recall-iou, ap-by-size, compare, lrp, pr-optimal, borji: what is matched; "
+        "proposal-recall-iou, ar-budget, quality-budget, quality-histogram: --iou-type bbox or segm"))
 
 
 def add_sql(sub) -> None:

@@ -12,7 +12,7 @@ from evalengine.metrics.errors.analyze import AnalyzeResult, analyze_curves
 from evalengine.store.layout import StoreLayout
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AnalyzeEvaluation(MatchedRun):
     """A run analysed as MATLAB's ``analyze`` does: ``.result`` holds every curve per category, and the means per
     supercategory and overall; ``dt_matches()`` the per-detection outcomes of each evaluation."""

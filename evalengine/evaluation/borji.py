@@ -16,7 +16,7 @@ from evalengine.store.layout import StoreLayout
 from evalengine.store.shards import scan_shards
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BorjiEvaluation(MatchedRun):
     """A run diagnosed: ``dt_matches()`` / ``gt_matches()`` are the label tables (:data:`evalengine.schema.BORJI_DT`,
     ``BORJI_GT``), ``stage_matches()`` every stage's COCO match table, and each stage's metrics queries over it."""

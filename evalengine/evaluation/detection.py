@@ -19,7 +19,7 @@ from evalengine.store.lock import writing
 from evalengine.store.paths import ACCUMULATION_FILE, PROTOCOL_FILE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
     """A matched run: the match table and every COCO metric as a query over it.
 
@@ -84,6 +84,15 @@ class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
         """The 12 numbers as ``metric, value`` rows."""
         return summary_metrics.summary_frame(self.accumulate())
 
+    def described(self) -> str:
+        sliced = [f"{len(ids)} {what}" for what, ids in (("images", self.image_subset),
+                                                          ("categories", self.category_subset)) if ids is not None]
+        return super().described() + (f", slice of {' and '.join(sliced)}" if sliced else "")
+
+    def _repr_html_(self) -> str:
+        """The one line and the summary (:meth:`summary`) as a table."""
+        return super()._repr_html_() + self.summary()._repr_html_()
+
     def class_metrics(self) -> pl.DataFrame:
         """AP, AP50 and AR per category (area 'all', last max dets), −1 where undefined."""
         return summary_metrics.per_class_frame(self.accumulate())
@@ -115,17 +124,32 @@ class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
         return per_image_counts(self.dt_matches(), self.gt_matches(), self.layout.scan("images"), self.protocol, iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets)
 
 
-def compare(evaluations: dict, categories: pl.DataFrame) -> pl.DataFrame:
+def compare(evaluations: dict, categories: pl.DataFrame, overall: bool = False) -> pl.DataFrame:
     """AP@[.50:.95] (max dets 100) per category and area range for each run (``{run: Evaluation}``), and each run's
-    difference to the first: one row per (category, area range), columns ``ap_<run>`` and ``diff_<run>``."""
+    difference to the first: one row per (category, area range), columns ``ap_<run>`` and ``diff_<run>``. ``overall``
+    adds per area range a row with a null category (named ``(all)``): the summary's AP, the mean over every defined
+    (category, IoU threshold) as pycocotools ``summarize``. The rows are sorted by category and area range, or
+    with ``overall`` the overall rows first, then by the largest |difference| of the second run."""
     runs = list(evaluations)
-    tables = [evaluation.ap_table().filter((pl.col("max_dets") == 100) & (pl.col("ap") > -1))
-              .group_by("category_id", "area_range").agg(pl.col("ap").mean().alias(f"ap_{run}"))
-              for run, evaluation in evaluations.items()]
+    tables = []
+    for run, evaluation in evaluations.items():
+        defined = evaluation.ap_table().filter((pl.col("max_dets") == 100) & (pl.col("ap") > -1))
+        table = defined.group_by("category_id", "area_range").agg(pl.col("ap").mean().alias(f"ap_{run}"))
+        if overall:
+            table = pl.concat([table, defined.group_by("area_range").agg(
+                pl.lit(None, table.schema["category_id"]).alias("category_id"), pl.col("ap").mean().alias(f"ap_{run}"))
+                .select(table.columns)])
+        tables.append(table)
     joined = tables[0]
     for table in tables[1:]:
-        joined = joined.join(table, on=["category_id", "area_range"], how="full", coalesce=True)
+        joined = joined.join(table, on=["category_id", "area_range"], how="full", coalesce=True, nulls_equal=True)
     base = f"ap_{runs[0]}"
-    return (joined.with_columns([(pl.col(f"ap_{run}") - pl.col(base)).alias(f"diff_{run}") for run in runs[1:]])
-            .join(categories.select("category_id", "name"), on="category_id", how="left")
-            .sort("category_id", "area_range"))
+    joined = (joined.with_columns([(pl.col(f"ap_{run}") - pl.col(base)).alias(f"diff_{run}") for run in runs[1:]])
+              .join(categories.select("category_id", "name"), on="category_id", how="left")
+              .sort("category_id", "area_range", nulls_last=False))
+    if not overall:
+        return joined
+    joined = joined.with_columns(pl.when(pl.col("category_id").is_null()).then(pl.lit("(all)"))
+                                 .otherwise(pl.col("name")).alias("name"))
+    order = [pl.col("category_id").is_not_null()] + ([pl.col(f"diff_{runs[1]}").abs()] if len(runs) > 1 else [])
+    return joined.sort(order, descending=[False, True][:len(order)], nulls_last=True, maintain_order=True)

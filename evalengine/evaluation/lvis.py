@@ -15,7 +15,7 @@ from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import lvis as lvis_metrics
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LvisEvaluation(MatchedRun):
     """A matched run under :class:`~evalengine.match.lvis.LvisProtocol`. ``image_subset`` restricts it to images
     (lvis-api ``params.img_ids``: every image is matched on its own, so a slice is exact without matching again)."""

@@ -7,6 +7,7 @@ from functools import cached_property
 import polars as pl
 
 from evalengine.errors import ProtocolError, check_option
+from evalengine.evaluation.run import MatchedRun
 from evalengine.match.proposals import ProposalProtocol, image_counts
 from evalengine.metrics import achievable as achievable_metrics
 from evalengine.metrics import oma as oma_metrics
@@ -20,18 +21,12 @@ BY = ("category_id", "size_bin")
 AR_METHODS = ("exact", "trapezoid", "grid")
 
 
-@dataclass(frozen=True)
-class ProposalEvaluation:
+@dataclass(frozen=True, repr=False)
+class ProposalEvaluation(MatchedRun):
     """The proposal match table of one run (``gt`` one row per ground truth and budget, ``images`` the
     proposals evaluated per image) and every recall metric as a query over it."""
 
-    layout: StoreLayout
-    run: str
     protocol: ProposalProtocol
-    matches_dir: object  # pathlib.Path or RemotePath
-
-    def gt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "gt")
 
     def image_counts(self) -> pl.LazyFrame:
         return scan_shards(self.matches_dir / "images")

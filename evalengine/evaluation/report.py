@@ -10,22 +10,25 @@ from evalengine.evaluation.detection import Evaluation
 from evalengine.evaluation.proposals import ProposalEvaluation
 from evalengine.metrics.achievable import recall_name
 from evalengine.metrics.lrp import OptimalLRP
-from evalengine.metrics.summary import stat_names, summary_cap, summary_layout
+from evalengine.metrics.summary import printed_layout, stat_names, summary_cap, summary_layout, summary_stats
 
 
 def table(frame: pl.DataFrame) -> str:
     """A frame as a plain table: every row and column, no shape or dtypes."""
-    with pl.Config(tbl_rows=100, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200,
                    tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
         return str(frame)
 
 
 def coco_summary(evaluation: Evaluation) -> str:
-    """The summary (12 numbers; keypoints: 10) exactly as pycocotools ``summarize`` prints it."""
+    """The summary (12 numbers; keypoints: 10) exactly as pycocotools ``summarize`` prints it; with other area ranges
+    than its own, the rows of the ranges asked for (:func:`~evalengine.metrics.summary.printed_layout`)."""
     p = evaluation.protocol
     t_lo, t_hi = p.iou_thresholds[0], p.iou_thresholds[-1]
+    layout = printed_layout(p)
+    values = evaluation.stats() if layout is summary_layout(p) else summary_stats(evaluation.accumulate(), layout)
     lines = []
-    for (_, is_ap, t, area, cap), value in zip(summary_layout(p), evaluation.stats()):
+    for (_, is_ap, t, area, cap), value in zip(layout, values):
         title = "Average Precision" if is_ap else "Average Recall"
         short = "(AP)" if is_ap else "(AR)"
         iou = f"{t_lo:0.2f}:{t_hi:0.2f}" if t is None else f"{t:0.2f}"

@@ -5,12 +5,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from evalengine.store.layout import StoreLayout
+from evalengine.store.layout import Shown, StoreLayout
 from evalengine.store.shards import scan_shards
 
 
-@dataclass(frozen=True)
-class MatchedRun:
+@dataclass(frozen=True, repr=False)
+class MatchedRun(Shown):
     layout: StoreLayout
     run: str
     protocol: object
@@ -24,3 +24,9 @@ class MatchedRun:
 
     def gt_matches(self) -> pl.LazyFrame:
         return scan_shards(self.matches_dir / "gt")
+
+    def described(self) -> str:
+        """``run '<run>', <protocol> (<match key>), store …`` (:meth:`StoreLayout.described`)."""
+        iou_type = getattr(self.protocol, "iou_type", None)
+        kind = f"{self.protocol.name} {iou_type}" if iou_type else self.protocol.name
+        return f"run '{self.run}', {kind} ({self.protocol.match_key()}), store {self.layout.described()}"

@@ -15,7 +15,7 @@ from evalengine.metrics import voc as voc_metrics
 METRIC_TITLES = {"voc07": "VOC2007 11-point AP", "voc12": "VOC2010+ all-point AP"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class VocEvaluation(MatchedRun, ScoreThresholdMetrics):
     """A matched run under :class:`~evalengine.match.voc.VocProtocol`; ``image_subset`` restricts it to images (the
     devkit's image set: exact without matching again)."""

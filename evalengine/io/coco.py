@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from evalengine import schema
-from evalengine.errors import InputError, InputWarning, first_line
+from evalengine.errors import InputError, InputWarning, ZeroIdWarning, first_line
 from evalengine.io.json_read import read_json_list
 from evalengine.io.json_scan import list_sample, read_span, top_level_values
 from evalengine.io.json_text import Piece, line_column, parse_values
@@ -88,6 +88,10 @@ def read_coco_gt(path) -> CocoDataset:
     instead, which the VOC protocol does not read as difficult (see :mod:`evalengine.io.voc`).
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path}: a PASCAL VOC folder (Annotations/), where a COCO ground-truth JSON file is expected; "
+                         "evaluate it with `evalengine voc`" if (path / "Annotations").is_dir() else
+                         f"{path}: a folder, where a COCO ground-truth JSON file is expected")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     spans = top_level_values(path)
@@ -145,8 +149,9 @@ def read_coco_gt(path) -> CocoDataset:
     if zero.height:
         warnings.warn(
             f"{path}: annotation id 0 found; pycocotools can never count it as matched "
-            "(the 'coco' protocol keeps that quirk, zero_id_quirk=False fixes it)",
-            InputWarning,
+            "(the 'coco' protocol keeps that quirk; --keep-zero-id-quirk 0, or zero_id_quirk=False in Python, "
+            "fixes it)",
+            ZeroIdWarning,
             stacklevel=2,
         )
     shapes = _shapes(gt, images, path)

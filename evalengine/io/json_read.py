@@ -192,7 +192,10 @@ def _number(value) -> float:
             return float(value)
         except OverflowError:
             pass
-    raise ValueError("not a finite number" if kind in (float, int) else "not a number")
+    if kind is float:  # NaN or ±Infinity, which Python's json.dump writes and pycocotools reads (ranking NaN last)
+        raise ValueError("not a finite number (JSON has none; Python's json.dump writes it for a float NaN or inf: "
+                         "drop those results or give them a number)")
+    raise ValueError("not a finite number" if kind is int else "not a number")
 
 
 def _numbers(value) -> list:

@@ -250,6 +250,20 @@ def list_sample(path: Path, span: tuple, n_objects: int = 1000, max_bytes: int =
     return text[: int(ends[-1]) + 1] + b"]" if len(ends) else b"[]"
 
 
+def _refuse_an_object(path: Path) -> None:
+    """A JSON object given for a result file: say what it is and how to make the result list of it."""
+    with open(path, "rb") as handle:
+        if not handle.read(1024).lstrip(WHITESPACE).startswith(b"{"):
+            return
+    keys = top_level_values(path).keys()
+    if {"images", "annotations"} <= keys:
+        raise InputError(f"{path}: a COCO ground-truth file (images, annotations), where detections are expected: a "
+                         "JSON list of results (image_id, category_id, bbox or segmentation, score)")
+    if "annotations" in keys:
+        raise InputError(f"{path}: a JSON object whose 'annotations' hold the results, where a COCO result file is "
+                         f"that list alone; write it alone, e.g. jq .annotations {path} > results.json")
+
+
 def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
     """``(offset, objects)`` pairs: ``objects`` holds the next whole objects of the file's top-level list and the
     separators between them (no brackets, no leading comma), and ``offset`` is where it starts in the file. The file
@@ -257,7 +271,11 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
     closed by ']' with nothing but whitespace after it; otherwise Python's json reads the end of the file to say
     where it goes wrong."""
     with open(path, "rb") as handle:
-        check_start(path, handle, b"[", "a JSON list of detections (a COCO result file)")
+        try:
+            check_start(path, handle, b"[", "a JSON list of detections (a COCO result file)")
+        except InputError:
+            _refuse_an_object(path)
+            raise
         size = os.fstat(handle.fileno()).st_size
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
             start = _after(view, 0, b"[")

@@ -68,14 +68,33 @@ def _slice(acc: Accumulation, values: np.ndarray, iou_threshold, area_label: str
     return values[:, areas][:, :, caps][:, :, :, list(thresholds)]
 
 
-def summary_stats(acc: Accumulation) -> list:
-    """The numbers of pycocotools ``COCOeval.stats`` (12; keypoints: 10), in its order."""
+def summary_stats(acc: Accumulation, layout: tuple | None = None) -> list:
+    """The numbers of pycocotools ``COCOeval.stats`` (12; keypoints: 10), in its order; or of another ``layout``'s
+    rows (:func:`printed_layout`)."""
     md = acc.protocol.max_dets
-    layout = summary_layout(acc.protocol)
-    if layout is SUMMARY_LAYOUT and len(md) < 3:
-        raise ProtocolError(f"the COCO summary needs 3 max_dets values, got {list(md)}")
+    layout = layout or summary_layout(acc.protocol)
+    needed = max((int(cap[2:]) for *_, cap in layout if isinstance(cap, str) and cap.startswith("md")), default=0)
+    if len(md) < needed:
+        raise ProtocolError(f"the COCO summary needs {needed} max_dets values, got {list(md)}")
     return [mean_defined(_slice(acc, acc.ap if is_ap else acc.recall, t, area, summary_cap(cap, md)))
             for _, is_ap, t, area, cap in layout]
+
+
+def printed_layout(protocol) -> tuple:
+    """The rows a summary prints for ``protocol``'s own area ranges: pycocotools' layout without the rows of area
+    labels the protocol does not have (they would be −1), and an AP and an AR row (the size rows' cap) for each label
+    beyond the layout's, in the protocol's order. The default ranges give pycocotools' layout itself."""
+    layout = summary_layout(protocol)
+    labels = [label for label, _, _ in protocol.area_ranges]
+    known = {row[3] for row in layout}
+    extra = [label for label in labels if label not in known]
+    if not extra and all(row[3] in labels for row in layout):
+        return layout
+    size_cap = layout[-1][4]
+    kept = [row for row in layout if row[3] in labels]
+    ap = [row for row in kept if row[1]] + [(f"AP[{label}]", True, None, label, size_cap) for label in extra]
+    ar = [row for row in kept if not row[1]] + [(f"AR[{label}]", False, None, label, size_cap) for label in extra]
+    return tuple(ap + ar)
 
 
 def summary_frame(acc: Accumulation) -> pl.DataFrame:

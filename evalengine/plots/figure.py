@@ -17,3 +17,11 @@ def pyplot():
 def close(figure) -> None:
     """Release a figure made here: pyplot keeps every figure until it is closed."""
     pyplot().close(figure)
+
+
+def figure_formats() -> dict:
+    """The formats a figure is saved in, by file suffix (``png``, ``pdf``, ``svg``, …: matplotlib's Agg canvas)."""
+    pyplot()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return FigureCanvasAgg.get_supported_filetypes()

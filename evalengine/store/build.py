@@ -70,7 +70,7 @@ def replaced_store(path, overwrite: bool, inputs=()) -> str:
     if MANIFEST not in entries:
         raise StoreError(f"{path}: exists and is not an evalengine store (no {MANIFEST}); refusing to replace it")
     if not overwrite:
-        raise StoreError(f"{path}: already exists (pass overwrite to replace it)")
+        raise StoreError(f"{path}: already exists (--overwrite, or overwrite=True in Python, replaces it)")
     foreign = sorted(entries - set(ENTRIES))
     if foreign:
         raise StoreError(f"{path}: holds '{foreign[0]}', which is not part of a store; refusing to replace it")
@@ -163,7 +163,7 @@ def _check_new_run(root, run: str, overwrite: bool, kind: str) -> tuple:
         raise StoreError(f"{layout.root}: run name '{run}' is taken by a run of the other kind")
     if run in layout.runs or run in layout.proposal_runs:
         if not overwrite:
-            raise StoreError(f"{layout.root}: run '{run}' already exists (pass overwrite to replace it)")
+            raise StoreError(f"{layout.root}: run '{run}' already exists (--overwrite, or overwrite=True in Python, replaces it)")
         old = layout.read("runs").filter(pl.col("run") == run).to_dicts()
         what = f" ({old[0]['n_detections']} {kind} from {old[0]['source'] or 'a generator'})" if old else ""
         return layout, f"run '{run}'{what}"

@@ -38,7 +38,7 @@ def atomic_folder(target, overwrite: bool = False):
     """
     target = location(target)
     if target.exists() and not overwrite:
-        raise StoreError(f"{target}: already exists (pass overwrite to replace it)")
+        raise StoreError(f"{target}: already exists (--overwrite, or overwrite=True in Python, replaces it)")
     if is_remote(target):
         target.require_bucket()
         remove_tree(target)

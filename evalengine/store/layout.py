@@ -5,6 +5,7 @@ unreadable table file) is a :class:`~evalengine.errors.StoreError` that names th
 ``evalengine fsck``.
 """
 
+import html
 import json
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,12 +19,35 @@ from evalengine.store.paths import PART, StorePaths, shard_file
 from evalengine.store.shards import scan_shards
 
 
-@dataclass(frozen=True)
-class StoreLayout:
+class Shown:
+    """How an object over a store (its ``layout``) shows in a notebook: one line saying what it is (``repr``, and as
+    HTML), not the manifest."""
+
+    def described(self) -> str:
+        return self.layout.described()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.described()})"
+
+    def _repr_html_(self) -> str:
+        return f"<code>{html.escape(repr(self))}</code>"
+
+
+@dataclass(frozen=True, repr=False)
+class StoreLayout(Shown):
     """Paths and manifest of an existing store."""
 
     root: object  # pathlib.Path or evalengine.store.location.RemotePath
     manifest: dict
+
+    @property
+    def layout(self) -> "StoreLayout":
+        return self
+
+    def described(self) -> str:
+        """``'<root>': N shards, runs: …[, proposal runs: …]``."""
+        proposals = f", proposal runs: {', '.join(self.proposal_runs)}" if self.proposal_runs else ""
+        return f"'{self.root}': {self.n_shards} shards, runs: {', '.join(self.runs) or 'none'}{proposals}"
 
     @cached_property
     def paths(self) -> StorePaths:

@@ -64,7 +64,8 @@ def rank_proposals(frame: pl.DataFrame, order: ProposalOrder, source: str = "pro
         if missing.height:
             raise InputError(f"{source}: ordering '{order.ordering}' needs a score, but proposal(s) at position "
                              f"{', '.join(map(str, missing.get_column('proposal_id').head(5)))} have none "
-                             "(use ordering 'given' or 'random')")
+                             "(use ordering 'given' or 'random': --ordering given, or ProposalOrder('given') in Python; "
+                             "baseline runs have no scores)")
         keys, descending = ["image_id", "score", "proposal_id"], [False, order.ordering == "score-desc", False]
     elif order.ordering == "random":
         frame = frame.with_columns(pl.Series("_key", _random_key(frame, order.seed)))

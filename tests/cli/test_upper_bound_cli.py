@@ -87,8 +87,8 @@ def test_upper_bound_errors_are_one_line(capsys, tmp_path, store):
                        .alias("gt_id")).write_csv(bad)
     cases = [
         (("--classifier", bad), f"{bad}: row 4: gt_id 424242 is not an annotation of the store's ground truth"),
-        (("--classifier", path, "--run", "default"), f"{store.path}: run 'default' already exists (pass overwrite "
-                                                     "to replace it)"),
+        (("--classifier", path, "--run", "default"), f"{store.path}: run 'default' already exists (--overwrite, or overwrite=True in Python, "
+                                                     "replaces it)"),
         (("--classifier", tmp_path / "none.csv"), f"{tmp_path / 'none.csv'}: no such file"),
     ]
     short = tmp_path / "short.csv"

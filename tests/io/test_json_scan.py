@@ -43,6 +43,10 @@ def test_strings_with_braces_and_pretty_printing(tmp_path):
 def test_not_a_list(tmp_path):
     path = tmp_path / "dt.json"
     path.write_text(json.dumps({"annotations": []}))
+    with pytest.raises(InputError, match="a JSON object whose 'annotations' hold the results, where a COCO result file "
+                                         "is that list alone"):
+        list(json_list_chunks(path))
+    path.write_text(json.dumps({"results": []}))
     with pytest.raises(InputError, match="expected a JSON list of detections"):
         list(json_list_chunks(path))
 

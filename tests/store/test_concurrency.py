@@ -108,7 +108,7 @@ def test_two_writers_of_one_name_one_wins(inputs, reference, tmp_path):
     results = [finish(process) for process in [start("add-run", store, "--run", "b", "--dt", inputs["dt2"], "--quiet")
                                                for _ in range(2)]]
     assert sorted(code for code, _, _ in results) == [0, 2]
-    assert any(err.endswith(f"evalengine: error: {store}: run 'b' already exists (pass overwrite to replace it)\n")
+    assert any(err.endswith(f"evalengine: error: {store}: run 'b' already exists (--overwrite, or overwrite=True in Python, replaces it)\n")
                for _, _, err in results)
     assert_sound(store, {"default": "dt", "b": "dt2"}, reference)
 
@@ -119,8 +119,8 @@ def test_two_ingests_of_one_new_store_one_wins(inputs, reference, tmp_path):
     results = [finish(process) for process in racing]
     assert sorted(code for code, _, _ in results) == [0, 2]
     winner = "dt" if results[0][0] == 0 else "dt2"
-    assert results[1 if winner == "dt" else 0][2].endswith(f"{tmp_path / 'new'}: already exists (pass overwrite to "
-                                                           "replace it)\n")
+    assert results[1 if winner == "dt" else 0][2].endswith(f"{tmp_path / 'new'}: already exists (--overwrite, or "
+                                                           "overwrite=True in Python, replaces it)\n")
     assert_sound(tmp_path / "new", {"default": winner}, reference)
 
 
