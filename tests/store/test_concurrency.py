@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -84,12 +85,14 @@ def test_a_second_writer_waits_for_the_first(inputs, reference, tmp_path):
     ingest_coco(inputs["gt"], inputs["dt"], store, n_shards=4)
     with writing(store):
         waiting = start("add-run", store, "--run", "b", "--dt", inputs["dt2"], "--quiet")
-        time.sleep(3)
+        # the lock is held until the second writer says it waits (its start-up may take long on a loaded machine)
+        assert select.select([waiting.stderr], [], [], 300)[0], "the second writer said nothing in 300 s"
+        first = waiting.stderr.readline()
         assert waiting.poll() is None
     code, out, err = finish(waiting)
     assert code == 0
-    assert err == f"evalengine: warning: {store}: another evalengine process is writing to this store (or reading " \
-                  "it); waiting for it to finish\n"
+    assert first + err == f"evalengine: warning: {store}: another evalengine process is writing to this store (or " \
+                          "reading it); waiting for it to finish\n"
     assert_sound(store, {"default": "dt", "b": "dt2"}, reference)
 
 
