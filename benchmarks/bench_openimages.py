@@ -147,7 +147,7 @@ TOOLS = {"evalengine": _evalengine, "evalengine-store": _evalengine_store, "refe
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=10000)
-    parser.add_argument("--out", type=Path, default=Path("/work/scratch/openimages/bench"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/out/openimages"))
     parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS))
     parser.add_argument("--max-rss-gib", type=float, default=6.0)
     parser.add_argument("--tool", help=argparse.SUPPRESS)
