@@ -201,5 +201,5 @@ def test_json_lines_fast_path_keeps_located_errors(tmp_path):
     path.write_text(text)
     column = text.index('"score": NaN') + 1
     with pytest.raises(InputError, match=rf"nan.json: detection at position 4 \(line 1, column {column}\): 'score' is "
-                                         "NaN, not a finite number, near '.*\"score\": NaN"):
+                                         "NaN, not a finite number \\(JSON has none; .*\\), near '.*\"score\": NaN"):
         read_detections(path, read_coco_gt(GT))

@@ -32,7 +32,7 @@ def folder(tmp_path_factory):
     files an escape would read."""
     root = tmp_path_factory.mktemp("door")
     store = api.ingest_coco(GT, DT, root / "store", n_shards=2)
-    store.evaluate()
+    store.evaluate().stats()  # matched and accumulated: the store keeps its AP table (accumulation.parquet)
     shutil.copytree(store.path, root / "store2")
     outside = root / "outside"
     outside.mkdir()
