@@ -31,6 +31,16 @@ def _ellipses(boxes: np.ndarray) -> np.ndarray:
     return np.round(np.stack([xs, ys], 2).reshape(len(boxes), -1), 2)
 
 
+def mask_set(args) -> Path:
+    """The folder of the generated set of ``args`` (its size arguments), generated first if it is not there."""
+    out = args.out / f"masks_{args.images}img_{args.dets_per_image}det"
+    if not (out / "dt_masks.json").is_file():
+        started = time.perf_counter()
+        write_masks(out, args)
+        print(f"generated {out} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return out
+
+
 def write_masks(out: Path, args) -> None:
     images, annotations, categories, detections = generate(args.images, args.classes, args.gt_per_image,
                                                            args.dets_per_image, args.seed)
@@ -72,11 +82,7 @@ def main(argv=None):
     add_size_arguments(parser)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out")
     args = parser.parse_args(argv)
-    out = args.out / f"masks_{args.images}img_{args.dets_per_image}det"
-    if not (out / "dt_masks.json").is_file():
-        started = time.perf_counter()
-        write_masks(out, args)
-        print(f"generated {out} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    out = mask_set(args)
     for kind, gt, dt in (("boxes", "gt.json", "dt.json"), ("masks", "gt_masks.json", "dt_masks.json")):
         seconds, rss = ingest(out / gt, out / dt, out / f"store_{kind}")
         print(f"{kind}: {gt} {(out / gt).stat().st_size / 2**20:.0f} MB + {dt} {(out / dt).stat().st_size / 2**20:.0f} "

@@ -12,12 +12,11 @@ import json
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_mask_ingest import write_masks  # noqa: E402
+from bench_mask_ingest import mask_set  # noqa: E402
 from generate import add_size_arguments  # noqa: E402
 
 _PEAK = "print(next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')))"
@@ -79,11 +78,7 @@ def main(argv=None):
     add_size_arguments(parser)
     parser.add_argument("--out", type=Path, default=HERE / "out", help="where the data are generated and kept")
     args = parser.parse_args(argv)
-    out = args.out / f"masks_{args.images}img_{args.dets_per_image}det"
-    if not (out / "dt_masks.json").is_file():
-        started = time.perf_counter()
-        write_masks(out, args)
-        print(f"generated {out} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    out = mask_set(args)
     gt, proposals = out / "gt_masks.json", out / "dt_masks.json"
     (payload, ours), ours_rss, ours_cpu = _timed(OURS, gt, proposals, out / "store_segprop")
     (peer_mean, peer), peer_rss, peer_cpu = _timed(PEER, gt, proposals)
