@@ -114,6 +114,10 @@ PROPOSAL_GT_MATCHES = {
     # best IoU over the top-``budget`` proposals, one proposal may serve several ground truths
     "best_iou": pl.Float64,
     "best_rank": pl.Int32,
+    # segmented proposals with F̃b asked for (Pont-Tuset & Marques §2.3): the best F̃b over the top-``budget``
+    # proposals and the first rank giving it; null otherwise
+    "best_fb": pl.Float64,
+    "best_fb_rank": pl.Int32,
 }
 
 # a perturbed proposal run's images: ``homography`` (row-major 3×3) from the reference run's image to this

@@ -21,8 +21,12 @@ def _evaluate_proposals(store, args, timed) -> dict:
         with timed.phase("match", total=store.layout.n_shards, unit="shards") as advance:
             evaluation = store.evaluate(protocol, run=args.run, on_shard_done=advance, **schedule)
         return api.report.coco_proposal_payload(evaluation, store.mean_proposals(args.run, budgets), args.iou)
+    boundary_f = "boundary_f" in args.quality_measure
+    if boundary_f and args.iou_type != "segm":
+        raise EvalEngineError("--quality-measure boundary_f: F̃b compares mask boundaries; give --iou-type segm")
     protocol = api.ProposalProtocol(budgets=budgets, drop_crowd=not args.keep_crowd,
-                                    include_difficult=not args.exclude_difficult, iou_type=args.iou_type)
+                                    include_difficult=not args.exclude_difficult, iou_type=args.iou_type,
+                                    boundary_f=boundary_f, fb_tolerance=args.fb_tolerance)
     with timed.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = store.evaluate_proposals(args.run, protocol, on_shard_done=advance, **schedule)
     matcher = "best" if args.protocol == "best-overlap" else "greedy"
@@ -31,6 +35,8 @@ def _evaluate_proposals(store, args, timed) -> dict:
         payload["iou_type"] = "segm"
     if args.iou_type == "segm" or args.quality:
         payload["achievable"] = api.report.achievable_payload(evaluation, args.quality_at)
+    if boundary_f:
+        payload["achievable_boundary_f"] = api.report.achievable_payload(evaluation, args.quality_at, "boundary_f")
     if args.oma:
         with timed.phase("oma"):
             payload["oma"] = api.report.oma_payload(evaluation, args.iou, lattice=args.lattice)
@@ -133,6 +139,12 @@ def add_proposals(sub) -> None:
                            help="also the achievable quality for boxes (always given with --iou-type segm)")
     proposals.add_argument("--quality-at", type=options.iou, nargs="+", default=[0.5, 0.7, 0.85], metavar="T",
                            help="Jaccard thresholds of the achievable quality's recall, strict > (default 0.5 0.7 0.85)")
+    proposals.add_argument("--quality-measure", choices=["jaccard", "boundary_f"], nargs="+", default=["jaccard"],
+                           help="boundary_f (with --iou-type segm): the achievable quality of F̃b too (Pont-Tuset & "
+                                "Marques' morphological boundary F, DAVIS's dilation), at the --quality-at thresholds")
+    proposals.add_argument("--fb-tolerance", type=options.number, default=api.ProposalProtocol.fb_tolerance, metavar="TAU",
+                           help="F̃b's dilation radius: a fraction of the image diagonal below 1, pixels from 1 "
+                                "(default 0.008, DAVIS's; the paper's text says 8 %%)")
     proposals.add_argument("--iou", type=options.iou, nargs="+", default=[0.5, 0.7], metavar="T",
                            help="IoU thresholds of the recall-vs-budget tables (default: 0.5 0.7)")
     proposals.add_argument("--aggregation", choices=["instances", "images"], default="instances",

@@ -94,7 +94,11 @@ class ProposalEvaluation(MatchedRun):
     def achievable_quality(self, thresholds=achievable_metrics.PONT_TUSET_THRESHOLDS, measure: str = "jaccard",
                            by=()) -> pl.DataFrame:
         """Pont-Tuset & Marques §2.3 per budget: mean and median of each object's best Jaccard among the first N
-        proposals, and the recall at Jaccard strictly above each threshold, against the mean proposals used."""
+        proposals, and the recall at Jaccard strictly above each threshold, against the mean proposals used.
+        ``measure="boundary_f"``: the same of each object's best F̃b (a protocol with ``boundary_f``)."""
+        if measure == "boundary_f" and not self.protocol.boundary_f:
+            raise ProtocolError("measure 'boundary_f': the proposals were matched without F̃b; evaluate with "
+                                "ProposalProtocol(iou_type='segm', boundary_f=True) (CLI: --quality-measure boundary_f)")
         table = achievable_metrics.achievable_quality(self._matches(by), thresholds, measure, list(by))
         return self._with_budget_axis(table)
 

@@ -69,11 +69,12 @@ def proposal_payload(evaluation: ProposalEvaluation, iou_thresholds=(0.5, 0.7), 
     }
 
 
-def achievable_payload(evaluation: ProposalEvaluation, thresholds) -> dict:
-    """Pont-Tuset & Marques' achievable quality per budget (the ``achievable`` entry of the JSON): ``mean``,
-    ``median`` of the best Jaccard per object, ``recall`` at Jaccard > t keyed by ``str(float(t))``."""
-    quality = evaluation.achievable_quality(thresholds)
-    return {"measure": "jaccard", "mean": evaluation.per_budget(quality, "mean_quality"),
+def achievable_payload(evaluation: ProposalEvaluation, thresholds, measure: str = "jaccard") -> dict:
+    """Pont-Tuset & Marques' achievable quality per budget (the ``achievable`` entry of the JSON; F̃b's:
+    ``achievable_boundary_f``): ``mean``, ``median`` of the best ``measure`` per object, ``recall`` at measure > t
+    keyed by ``str(float(t))``."""
+    quality = evaluation.achievable_quality(thresholds, measure)
+    return {"measure": measure, "mean": evaluation.per_budget(quality, "mean_quality"),
             "median": evaluation.per_budget(quality, "median_quality"),
             "recall": {str(float(t)): evaluation.per_budget(quality, recall_name(t)) for t in thresholds}}
 
@@ -123,13 +124,15 @@ def proposal_table(payload: dict) -> str:
     title = (f"protocol {payload['protocol']} (matcher: {payload['matcher']}, aggregation: {payload['aggregation']}; "
              f"{ar_range})")
     text = title + "\n" + table(pl.DataFrame(columns).with_columns(pl.exclude("budget").cast(pl.Float64).round(4)))
-    if "achievable" in payload:
-        quality = payload["achievable"]
-        text += ("\nachievable quality (Pont-Tuset & Marques: best Jaccard per object, recall at J > t)\n" + table(
-            pl.DataFrame({"budget": payload["budgets"], "mean #proposals": payload["mean_proposals"],
-                          "mean J": quality["mean"], "median J": quality["median"],
-                          **{f"recall@J>{t}": v for t, v in quality["recall"].items()}})
-            .with_columns(pl.exclude("budget").cast(pl.Float64).round(4))))
+    for key, caption, symbol in (("achievable", "best Jaccard per object, recall at J > t", "J"),
+                                 ("achievable_boundary_f", "best F̃b per object, recall at F̃b > t", "F̃b")):
+        if key in payload:
+            quality = payload[key]
+            text += (f"\nachievable quality (Pont-Tuset & Marques: {caption})\n" + table(
+                pl.DataFrame({"budget": payload["budgets"], "mean #proposals": payload["mean_proposals"],
+                              f"mean {symbol}": quality["mean"], f"median {symbol}": quality["median"],
+                              **{f"recall@{symbol}>{t}": v for t, v in quality["recall"].items()}})
+                .with_columns(pl.exclude("budget").cast(pl.Float64).round(4))))
     if "oma" in payload:
         oma = pl.DataFrame({"budget": payload["budgets"], **{f"OMA@{t}": v for t, v in payload["oma"].items()}})
         text += "\n" + table(oma.with_columns(pl.exclude("budget").cast(pl.Float64).round(4)))

@@ -121,9 +121,11 @@ def _covered(points, other, r):
 
 def morph_radius(shape, tolerance: float = MORPH_TOLERANCE) -> float:
     """The dilation radius of F̃b (DAVIS ``db_eval_boundary``): ``tolerance`` pixels when ≥ 1, else
-    ``ceil(tolerance · √(h² + w²))``."""
-    h, w = shape
-    return float(tolerance) if tolerance >= 1 else float(np.ceil(tolerance * np.sqrt(h * h + w * w)))
+    ``ceil(tolerance · √(h² + w²))``; ``shape = (h, w)``, numbers or arrays of them."""
+    h, w = (np.asarray(v, np.float64) for v in shape)
+    radius = np.full(np.broadcast(h, w).shape, float(tolerance)) if tolerance >= 1 else \
+        np.ceil(tolerance * np.sqrt(h * h + w * w))
+    return float(radius) if radius.ndim == 0 else radius
 
 
 def morph_counts_from_maps(pred_bmap: np.ndarray, gt_bmap: np.ndarray,

@@ -158,7 +158,7 @@ def mask_boundaries(counts, span, h, w, tolerance: float = MORPH_TOLERANCE) -> t
     x0`` when empty). ``counts, span``: the masks' runs (:func:`evalengine.geometry.masks.spans`); ``h, w``: each
     mask's size."""
     h, w = np.asarray(h, np.int64), np.asarray(w, np.int64)
-    radius = np.array([morph_radius((a, b), tolerance) for a, b in zip(h.tolist(), w.tolist())], np.float64)
+    radius = np.asarray(morph_radius((h, w), tolerance), np.float64).reshape(-1)
     return _boundaries_kernel(np.asarray(counts, np.uint32), np.asarray(span, np.int64), h, w, radius)
 
 

@@ -136,6 +136,24 @@ def assign_blocks(values, offsets, lo, hi, row_start, row_len, col_len, budgets,
                 _offer(values[at + j * n_gt + g], g, j, cand_iou, cand_col, cand_n, run_best, run_rank)
 
 
+@numba.njit(cache=True, nogil=True)
+def best_blocks(values, offsets, lo, hi, row_start, row_len, col_len, budgets, best, best_rank):
+    """Only the running best of :func:`assign_blocks` (``best_iou``, ``best_rank``: the first column of the largest
+    value among the first N, 0 for none above 0) of groups ``[lo, hi)``, written to ``best`` and ``best_rank``."""
+    for grp in range(lo, hi):
+        g0, n_gt, n_pr, at = row_start[grp], row_len[grp], col_len[grp], offsets[grp - lo]
+        run_best, run_rank = np.zeros(n_gt), np.zeros(n_gt, np.int32)
+        bi = 0
+        for j in range(n_pr + 1):
+            while bi < budgets.shape[0] and (budgets[bi] == j or (j == n_pr and budgets[bi] > j)):
+                best[g0:g0 + n_gt, bi], best_rank[g0:g0 + n_gt, bi] = run_best, run_rank
+                bi += 1
+            for g in range(n_gt if j < n_pr else 0):
+                v = values[at + j * n_gt + g]
+                if v > run_best[g]:
+                    run_best[g], run_rank[g] = v, j + 1
+
+
 def image_groups(row_image, col_image, budgets) -> tuple:
     """``(row_start, row_len, col_start, col_len)`` of every image on either side (both sorted by image), the columns
     cut to the largest budget."""
@@ -173,3 +191,16 @@ def greedy_blocks_by_image(row_image, col_image, budgets, similarity):
         values, offsets = blocks(lo, hi)
         assign_blocks(values, offsets, lo, hi, row_start, row_len, col_len, budgets, out)
     return out
+
+
+def best_blocks_by_image(row_image, col_image, budgets, similarity):
+    """``(best, best_rank)`` of :func:`greedy_blocks_by_image` alone (no assignment), for a second similarity of the
+    same pairs (F̃b beside the mask IoU)."""
+    budgets = np.asarray(budgets, np.int64)
+    row_start, row_len, _, col_len = groups = image_groups(row_image, col_image, budgets)
+    best, best_rank = _outputs(row_image.shape[0], budgets.shape[0])[2:]
+    blocks = similarity(groups)
+    for lo, hi in block_chunks(row_len, col_len):
+        values, offsets = blocks(lo, hi)
+        best_blocks(values, offsets, lo, hi, row_start, row_len, col_len, budgets, best, best_rank)
+    return best, best_rank

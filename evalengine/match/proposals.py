@@ -9,7 +9,9 @@ al.'s hits).
 
 ``iou_type="segm"``: proposals and ground truths are masks, the similarity their mask IoU
 (:func:`evalengine.geometry.masks.mask_iou_blocks`, ``maskUtils.iou`` with no crowd) handed to the same assignment; the
-``best_iou`` column is then Pont-Tuset & Marques' best Jaccard per object and budget (§2.3, ``object_best``).
+``best_iou`` column is then Pont-Tuset & Marques' best Jaccard per object and budget (§2.3, ``object_best``). With
+``boundary_f``, ``best_fb`` is their best F̃b per object and budget, one proposal serving several objects, and
+``best_fb_rank`` the first proposal giving it (:func:`evalengine.match.shapes.boundary_f_similarity`; null without).
 """
 
 from dataclasses import dataclass
@@ -20,10 +22,11 @@ import polars as pl
 
 from evalengine import schema
 from evalengine.errors import ProtocolError, check_option
+from evalengine.geometry.boundary_pr import MORPH_TOLERANCE
 from evalengine.geometry.boxes import corners
-from evalengine.match.greedy_iou import greedy_blocks_by_image, greedy_by_image
-from evalengine.match.protocol import Protocol, box_keyed, column_array, positive_integers
-from evalengine.match.shapes import SHAPE_COLUMNS, mask_similarity, sources, with_shapes
+from evalengine.match.greedy_iou import best_blocks_by_image, greedy_blocks_by_image, greedy_by_image
+from evalengine.match.protocol import Protocol, box_keyed, column_array, positive_integers, real_numbers
+from evalengine.match.shapes import SHAPE_COLUMNS, boundary_f_similarity, mask_similarity, sources, with_shapes
 
 # round(10.^(0:0.5:4)) of the toolbox
 HOSANG_BUDGETS = (1, 3, 10, 32, 100, 316, 1000, 3162, 10000)
@@ -41,14 +44,19 @@ class ProposalProtocol(Protocol):
     without crowd annotations, which are dropped before matching (not treated as ignore regions).
     ``include_difficult`` applies when the ground truth has a ``difficult`` field. ``iou_type``: ``bbox`` (boxes) or
     ``segm`` (masks of a proposal run ingested with segmentations, against the ground truth's masks).
+    ``boundary_f`` (masks only): each object's best F̃b too, with the dilation ``fb_tolerance`` (a fraction of the
+    image diagonal below 1, pixels from 1; DAVIS's 0.008 by default: the paper's text says 8 %, spec §1.4).
     """
 
     budgets: tuple = HOSANG_BUDGETS
     drop_crowd: bool = True
     include_difficult: bool = True
     iou_type: str = "bbox"
+    boundary_f: bool = False
+    fb_tolerance: float = MORPH_TOLERANCE
     name: ClassVar[str] = "hosang"
     sides: ClassVar[tuple] = ("gt", "images")
+    table_version: ClassVar[int] = 2  # 2: best_fb, best_fb_rank
 
     def __post_init__(self):
         budgets = tuple(sorted(set(positive_integers("budgets", self.budgets))))
@@ -56,10 +64,19 @@ class ProposalProtocol(Protocol):
             raise ProtocolError(f"budgets: positive integers are needed, got {list(self.budgets)}")
         object.__setattr__(self, "budgets", budgets)
         check_option("iou_type", self.iou_type, IOU_TYPES, ProtocolError)
+        tolerance = real_numbers("fb_tolerance", [self.fb_tolerance])[0]
+        if not 0 < tolerance < float("inf"):
+            raise ProtocolError(f"fb_tolerance: a positive number is needed, got {self.fb_tolerance!r}")
+        object.__setattr__(self, "fb_tolerance", tolerance)
+        if self.boundary_f and self.iou_type != "segm":
+            raise ProtocolError("boundary_f: F̃b compares mask boundaries; it needs iou_type 'segm' (on boxes it is "
+                                "meaningless, spec-segmentation §2)")
 
     def match_params(self) -> dict:
-        """The parameters; ``iou_type`` only when masks (so that box tables keep their keys)."""
-        return box_keyed(super().match_params())
+        """The parameters; ``iou_type`` only when masks, the F̃b ones only when asked for (so that the tables of
+        earlier stores keep their keys)."""
+        params = box_keyed(super().match_params())
+        return params if self.boundary_f else {k: v for k, v in params.items() if k not in ("boundary_f", "fb_tolerance")}
 
     def shard_inputs(self, layout, run: str) -> tuple:
         layout.check_proposal_run(run)
@@ -119,6 +136,11 @@ def match_proposal_shard(gt: pl.DataFrame, proposals: pl.DataFrame, protocol: Pr
     else:
         iou, rank, best, best_rank = greedy_by_image(gt_image, corners(gt), proposal_image, corners(ranked), budgets)
     n_b = len(budgets)
+    fb = {"best_fb": pl.lit(None, pl.Float64), "best_fb_rank": pl.lit(None, pl.Int32)}
+    if protocol.boundary_f:
+        fb = dict(zip(fb, (pl.Series(a.reshape(-1)) for a in best_blocks_by_image(
+            gt_image, proposal_image, budgets,
+            lambda groups: boundary_f_similarity(gt, ranked, groups, protocol.fb_tolerance, where)))))
     gt_matches = pl.DataFrame({
         "image_id": np.repeat(gt_image, n_b),
         "gt_id": np.repeat(gt.get_column("gt_id").to_numpy(), n_b),
@@ -128,7 +150,8 @@ def match_proposal_shard(gt: pl.DataFrame, proposals: pl.DataFrame, protocol: Pr
         "matched_rank": rank.reshape(-1),
         "best_iou": best.reshape(-1),
         "best_rank": best_rank.reshape(-1),
-    }).with_columns(pl.col("matched_rank", "best_rank").replace(0, None)).cast(schema.PROPOSAL_GT_MATCHES)
+    }).with_columns(**fb).with_columns(pl.col("matched_rank", "best_rank", "best_fb_rank").replace(0, None)
+                                       ).cast(schema.PROPOSAL_GT_MATCHES)
     return gt_matches, image_counts(ranked, protocol.budgets)
 
 

@@ -19,7 +19,9 @@ import pyarrow.compute as pc
 from evalengine import schema
 from evalengine.errors import ProtocolError, StoreError
 from evalengine.geometry.boundary import boundaries
+from evalengine.geometry.boundary_pr import morph_precision_recall
 from evalengine.geometry.box_iou import block_offsets
+from evalengine.geometry.mask_boundary import boundary_count_blocks, mask_boundaries
 from evalengine.geometry.masks import mask_iou_blocks, spans
 from evalengine.geometry.oks import COCO_PERSON_SIGMAS, keypoint_vars, oks_blocks
 from evalengine.io import rle
@@ -141,6 +143,24 @@ def mask_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, gr
     bands = (*d_band, *g_band) if boundary else None
     return lambda lo, hi: mask_iou_blocks(d_counts, d_span, d_box, d_area, g_counts, g_span, g_box, gt_crowd,
                                           *groups, lo, hi, bands)
+
+
+def boundary_f_similarity(gt: pl.DataFrame, dt: pl.DataFrame, groups: tuple, tolerance: float, where: dict):
+    """F̃b blocks of the mask pairs (Pont-Tuset & Marques §2.2, DAVIS ``db_eval_boundary``: the boundary F of each
+    pair, ``tolerance`` as :func:`evalengine.geometry.boundary_pr.morph_radius` reads it;
+    :mod:`evalengine.geometry.mask_boundary`)."""
+    gt_start, gt_len, dt_start, dt_len = groups
+    sides = []
+    for frame, paired, side in ((gt, _paired(gt.height, gt_start, gt_len, dt_len), "gt"),
+                                (dt, _paired(dt.height, dt_start, dt_len, gt_len), "dt")):
+        counts, span = _masks(frame, paired, where[side], "segm")[:2]
+        h, w = (frame.get_column(c).to_numpy().astype(np.int64) for c in ("mask_h", "mask_w"))
+        sides.append(mask_boundaries(counts, span, h, w, tolerance))
+
+    def blocks(lo, hi):
+        counts, offsets = boundary_count_blocks(sides[1], sides[0], *groups, lo, hi)
+        return morph_precision_recall(counts)[0], offsets
+    return blocks
 
 
 def kpt_sigmas(value) -> tuple:

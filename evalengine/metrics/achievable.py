@@ -6,6 +6,9 @@ Over all annotated objects pooled across the dataset, per budget: the mean (MCG'
 and the recall at thresholds, the fraction of objects whose best Jaccard is strictly above the threshold (MCG
 ``recallatoverlap.m``, "higher than a threshold"); the paper's thresholds are 0.5, 0.7 and 0.85. The x-axis is the
 mean number of proposals actually used per image (:func:`evalengine.metrics.recall.mean_proposals`).
+
+``measure="boundary_f"`` does the same with each object's best F̃b (``best_fb``, a table matched with
+``boundary_f``): "the same three levels are used for F̃b" (§6.2).
 """
 
 import polars as pl
@@ -16,7 +19,7 @@ from evalengine.metrics.recall import aggregate
 
 PONT_TUSET_THRESHOLDS = (0.5, 0.7, 0.85)
 # the measure M of M*(o, N) and the match-table column holding it
-MEASURES = {"jaccard": "best_iou"}
+MEASURES = {"jaccard": "best_iou", "boundary_f": "best_fb"}
 
 
 def recall_name(threshold: float) -> str:

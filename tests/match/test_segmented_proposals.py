@@ -32,15 +32,13 @@ def _proposal_rle(segmentation, h, w):
     return {"size": segmentation["size"], "counts": segmentation["counts"].encode()}
 
 
-def reference(gt: dict, proposals: list, budgets, drop_crowd: bool = True, dedup: bool = True):
-    """Per image: the evaluated objects' ids, and per budget their best Jaccard / its first rank / the greedy partner's
-    IoU and rank; the proposals used per image and budget."""
+def ranked_masks(gt: dict, proposals: list, drop_crowd: bool = True, dedup: bool = True):
+    """Per image: ``(image, evaluated objects, their RLEs, the proposals' RLEs in rank order, their bitmaps)``."""
     with contextlib.redirect_stdout(io.StringIO()):
         coco = COCO()
         coco.dataset = json.loads(json.dumps(gt))
         coco.createIndex()
     scored = "score" in proposals[0]
-    out, used = {}, {}
     for image in gt["images"]:
         h, w = image["height"], image["width"]
         anns = [a for a in gt["annotations"] if a["image_id"] == image["id"] and not (drop_crowd and a["iscrowd"])]
@@ -53,6 +51,14 @@ def reference(gt: dict, proposals: list, budgets, drop_crowd: bool = True, dedup
         if dedup:  # a mask equal to an earlier one of the image is dropped
             keep = [i for i in range(len(bitmaps)) if not any(np.array_equal(bitmaps[i], bitmaps[j]) for j in range(i))]
             p_rles, bitmaps = [p_rles[i] for i in keep], [bitmaps[i] for i in keep]
+        yield image, anns, g_rles, p_rles, bitmaps
+
+
+def reference(gt: dict, proposals: list, budgets, drop_crowd: bool = True, dedup: bool = True):
+    """Per image: the evaluated objects' ids, and per budget their best Jaccard / its first rank / the greedy partner's
+    IoU and rank; the proposals used per image and budget."""
+    out, used = {}, {}
+    for image, anns, g_rles, p_rles, bitmaps in ranked_masks(gt, proposals, drop_crowd, dedup):
         m = np.zeros((len(g_rles), len(p_rles)))
         if g_rles and p_rles:
             m = np.asarray(mask_utils.iou(p_rles, g_rles, [0] * len(g_rles)), np.float64).T
