@@ -388,8 +388,8 @@ from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion,
 from evalengine.api.upper_bound import (UPPER_BOUND_RUN, UPPER_BOUND_STRATEGIES, UpperBound,  # noqa: E402
                                       upper_bound, upper_bound_output)
 from evalengine.api.invariance import INVARIANCE_METRICS, Invariance, invariance, invariance_output  # noqa: E402
-from evalengine.api.analyze import (ANALYZE_CURVES, AnalyzeEvaluation, AnalyzeProtocol, AnalyzeResult,  # noqa: E402
-                                     analyze, analyze_scope, analyze_table)
+from evalengine.api.analyze import (ANALYZE_CURVES, ANALYZE_IOU_TYPES, AnalyzeEvaluation, AnalyzeProtocol,  # noqa: E402
+                                     AnalyzeResult, analyze, analyze_scope, analyze_table)
 from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
                                   BorjiProtocol, borji, borji_summary)
 from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_density_output  # noqa: E402

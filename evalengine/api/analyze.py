@@ -6,13 +6,14 @@ import polars as pl
 from evalengine.api import DEFAULT_RUN, on_store_or_files
 from evalengine.errors import EvalEngineError
 from evalengine.evaluation.analyze import AnalyzeEvaluation, analyze_run
-from evalengine.match.analyze import CURVES, AnalyzeProtocol
+from evalengine.match.analyze import CURVES, IOU_TYPES, AnalyzeProtocol
 from evalengine.metrics.errors.analyze import AnalyzeResult, legend_ap
 
-__all__ = ["ANALYZE_CURVES", "AnalyzeEvaluation", "AnalyzeProtocol", "AnalyzeResult", "analyze", "analyze_scope",
+__all__ = ["ANALYZE_CURVES", "ANALYZE_IOU_TYPES", "AnalyzeEvaluation", "AnalyzeProtocol", "AnalyzeResult", "analyze", "analyze_scope",
            "analyze_table"]
 
 ANALYZE_CURVES = CURVES
+ANALYZE_IOU_TYPES = IOU_TYPES
 
 
 def analyze(store, run: str = DEFAULT_RUN, protocol: AnalyzeProtocol | None = None, n_shards: int | None = None,

@@ -10,10 +10,12 @@ from evalengine.cli import options
 def _cmd_analyze(args) -> str:
     options.check_store_or_files(args)
     source = (args.gt, args.dt) if args.store is None else api.open(args.store)
-    result = api.analyze(source, args.run, **options.schedule(args)).result
+    protocol = api.AnalyzeProtocol(iou_type=args.iou_type)
+    result = api.analyze(source, args.run, protocol, **options.schedule(args)).result
     if args.json:
         return json.dumps(result.as_dict())
-    return (f"COCO analyze (MATLAB CocoEval.analyze), maxDets 100: each curve's AP, mean over the "
+    masks = ", masks (segm)" if args.iou_type == "segm" else ""
+    return (f"COCO analyze (MATLAB CocoEval.analyze){masks}, maxDets 100: each curve's AP, mean over the "
             f"{result.categories.height} categories (--json: per category and supercategory)\n"
             f"{api.report.table(api.analyze_table(result))}")
 
@@ -23,6 +25,8 @@ def add_analyze(sub) -> None:
                                             "Loc, Sim, Oth, BG, FN and their AP")
     options.store_or_files_args(parser)
     options.schedule_args(parser)
+    parser.add_argument("--iou-type", choices=api.ANALYZE_IOU_TYPES, default="bbox",
+                        help="what is matched: boxes (default) or masks (segm, pycocotools' maskUtils.iou)")
     parser.add_argument("--json", action="store_true",
                         help='print {"curves", "area_ranges", "max_dets", "overall": {area: {curve: ap}}, '
                              '"per_supercategory": {name: {area: {curve: ap}}}, "per_category": {id: {"name", '

@@ -142,7 +142,8 @@ def add_proposals(sub) -> None:
     proposals.add_argument("--quality-measure", choices=["jaccard", "boundary_f"], nargs="+", default=["jaccard"],
                            help="boundary_f (with --iou-type segm): the achievable quality of F̃b too (Pont-Tuset & "
                                 "Marques' morphological boundary F, DAVIS's dilation), at the --quality-at thresholds")
-    proposals.add_argument("--fb-tolerance", type=options.number, default=api.ProposalProtocol.fb_tolerance, metavar="TAU",
+    proposals.add_argument("--fb-tolerance", type=options.number, default=api.ProposalProtocol.fb_tolerance,
+                           metavar="TAU",
                            help="F̃b's dilation radius: a fraction of the image diagonal below 1, pixels from 1 "
                                 "(default 0.008, DAVIS's; the paper's text says 8 %%)")
     proposals.add_argument("--iou", type=options.iou, nargs="+", default=[0.5, 0.7], metavar="T",

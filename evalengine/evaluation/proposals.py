@@ -98,7 +98,8 @@ class ProposalEvaluation(MatchedRun):
         ``measure="boundary_f"``: the same of each object's best F̃b (a protocol with ``boundary_f``)."""
         if measure == "boundary_f" and not self.protocol.boundary_f:
             raise ProtocolError("measure 'boundary_f': the proposals were matched without F̃b; evaluate with "
-                                "ProposalProtocol(iou_type='segm', boundary_f=True) (CLI: --quality-measure boundary_f)")
+                                "ProposalProtocol(iou_type='segm', boundary_f=True) "
+                                "(CLI: --quality-measure boundary_f)")
         table = achievable_metrics.achievable_quality(self._matches(by), thresholds, measure, list(by))
         return self._with_budget_axis(table)
 

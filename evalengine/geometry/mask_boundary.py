@@ -93,8 +93,9 @@ def _runs(raster, x0, y0, h, w, out, used):
 
 @numba.njit(cache=True, nogil=True)
 def _dilate(bmap, x0, y0, h, w, r):
-    """``bmap`` dilated by the disc of radius ``r`` (``dx² + dy² ≤ r²``, as ``boundary_pr._covered``), over the window
-    grown by ``floor(r)`` and clipped to the image: ``(x0, y0, raster)``, column by column from interval ends."""
+    """``bmap`` dilated by the disc of radius ``r`` (``dx² + dy² ≤ r²``, as ``boundary_pr._covered``), over the
+    window grown by ``floor(r)`` and clipped to the image: ``(x0, y0, raster)``, column by column from interval
+    ends."""
     rr = int(r)
     reach = np.zeros(2 * rr + 1, np.int64)  # the largest dy of each dx in -rr..rr
     for dx in range(-rr, rr + 1):

@@ -20,6 +20,10 @@ kernel puts the regular ones first. An ignored ground truth that is not crowd ta
 The ``gt`` side has one row per ground truth of an evaluated category with ``ignored_bits`` (bit ``a``: ignored in
 area range ``a`` by MATLAB's rule): its regular ground truths are every curve's recall denominator, Sim and Oth
 included (the other categories' ground truths are ignored there).
+
+``iou_type="segm"``: every run compares masks as the COCO protocol does
+(:data:`evalengine.match.coco.SIMILARITY`; crowd: intersection over the detection's mask area), as MATLAB's
+``analyze`` does with ``params.iouType = 'segm'``; areas are the stored ones (a ground truth's ``area`` field).
 """
 
 from dataclasses import dataclass
@@ -30,10 +34,11 @@ import numpy as np
 import polars as pl
 
 from evalengine import schema
-from evalengine.errors import InputError
+from evalengine.errors import InputError, ProtocolError, check_option
 from evalengine.match.coco import (COCO_AREA_RANGES, COCO_RECALL_THRESHOLDS, SIMILARITY, CocoProtocol, assign,
                                    ignore_flags, match_shard, prepare_dt, rules)
 from evalengine.match.protocol import Protocol, column_array
+from evalengine.match.shapes import SHAPE_COLUMNS, places, shape_tables, sources, with_shapes
 
 # every curve of MATLAB's figure, in its order; BG and FN are not matched (BG = Oth's precision > 0, FN = 1)
 CURVES = ("C75", "C50", "Loc", "Sim", "Oth", "BG", "FN")
@@ -41,17 +46,20 @@ MATCHED = ("Loc", "C50", "C75", "Sim", "Oth")  # bit t of the match table's tp_b
 CLASS_IOU = (0.1, 0.5, 0.75)  # the category's own evaluation: Loc, C50, C75
 CONFUSION_IOU = 0.1  # Sim and Oth
 MAX_DETS = 100  # analyze sets params.maxDets = 100
+IOU_TYPES = ("bbox", "segm")
 
 
 @dataclass(frozen=True)
 class AnalyzeProtocol(Protocol):
     """MATLAB ``analyze``'s parameters: the area ranges and recall thresholds of ``params`` (COCO's by default);
     ``maxDets`` is 100 and the IoU thresholds are fixed by ``analyze``. ``zero_id_quirk``: MATLAB, as pycocotools,
-    stores the partner's id and tests it for truth (a match to ground-truth id 0 reads as unmatched)."""
+    stores the partner's id and tests it for truth (a match to ground-truth id 0 reads as unmatched). ``iou_type``:
+    boxes (``bbox``) or masks (``segm``)."""
 
     area_ranges: tuple = COCO_AREA_RANGES
     recall_thresholds: tuple = COCO_RECALL_THRESHOLDS
     zero_id_quirk: bool = True
+    iou_type: str = "bbox"
     name: ClassVar[str] = "analyze"
     sides: ClassVar[tuple] = ("dt", "gt")
     tie_order: ClassVar[tuple] = ("image_id", "dt_rank")
@@ -62,6 +70,7 @@ class AnalyzeProtocol(Protocol):
 
     def __post_init__(self):
         """The parameters as :class:`CocoProtocol` checks them (area ranges, recall thresholds)."""
+        check_option("iou_type", self.iou_type, IOU_TYPES, ProtocolError)
         checked = self.coco
         object.__setattr__(self, "area_ranges", checked.area_ranges)
         object.__setattr__(self, "recall_thresholds", checked.recall_thresholds)
@@ -71,12 +80,13 @@ class AnalyzeProtocol(Protocol):
         """The category's own evaluation (Loc, C50, C75), with MATLAB's ignore rule."""
         return CocoProtocol(iou_thresholds=CLASS_IOU, recall_thresholds=self.recall_thresholds,
                             area_ranges=self.area_ranges, max_dets=self.max_dets, zero_id_quirk=self.zero_id_quirk,
-                            ignore_flag=True)
+                            ignore_flag=True, iou_type=self.iou_type)
 
     def match_params(self) -> dict:
         return {"name": self.name, "area_ranges": [{"label": label, "lo": lo, "hi": hi}
                                                    for label, lo, hi in self.area_ranges],
-                "max_det_cap": MAX_DETS, "zero_id_quirk": self.zero_id_quirk}
+                "max_det_cap": MAX_DETS, "zero_id_quirk": self.zero_id_quirk,
+                **({} if self.iou_type == "bbox" else {"iou_type": self.iou_type})}
 
     def description(self) -> dict:
         return {"match": self.match_params(), "curves": list(MATCHED),
@@ -91,11 +101,23 @@ class AnalyzeProtocol(Protocol):
         check_supercategories(categories, layout.manifest.get("provenance", {}).get("gt", layout.root))
         paths = layout.paths
         inputs = [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)]
-        return inputs, {"category_ids": layout.category_ids(), "supercategories": supercategories}
+        stored = shape_tables(layout, run, self.iou_type, inputs[0]) if inputs and self.iou_type != "bbox" else []
+        inputs = [{**files, **{f"{side}_shapes": files[side] for side in stored}} for files in inputs]
+        return inputs, {"category_ids": layout.category_ids(), "supercategories": supercategories,
+                        "sources": sources(layout, run)}
+
+    def input_columns(self) -> dict:
+        """The iou type's shape columns, read apart (none for boxes)."""
+        shapes = SHAPE_COLUMNS[self.iou_type]
+        return {"gt_shapes": list(shapes["gt"]), "dt_shapes": list(shapes["dt"])}
 
     def match_shard(self, tables: dict, context: dict) -> dict:
-        return dict(zip(self.sides, analyze_shard(tables["gt"], tables["dt"], context["category_ids"],
-                                                  context["supercategories"], self)))
+        gt, dt = tables["gt"], tables["dt"]
+        if self.iou_type != "bbox":
+            gt = with_shapes(gt, tables.get("gt_shapes"), SHAPE_COLUMNS[self.iou_type]["gt"])
+            dt = with_shapes(dt, tables.get("dt_shapes"), SHAPE_COLUMNS[self.iou_type]["dt"])
+        return dict(zip(self.sides, analyze_shard(gt, dt, context["category_ids"], context["supercategories"], self,
+                                                  places(context))))
 
 
 def check_supercategories(categories: pl.DataFrame, source) -> None:
@@ -134,7 +156,8 @@ def _gather(lo, hi, group_code, gt_code, same_only):
     return index, gt_start, gt_len
 
 
-def _confusion_runs(gt: pl.DataFrame, ranked: pl.DataFrame, supercategories: dict, protocol: AnalyzeProtocol):
+def _confusion_runs(gt: pl.DataFrame, ranked: pl.DataFrame, supercategories: dict, protocol: AnalyzeProtocol,
+                    where: dict):
     """Sim's and Oth's ``(tp, ignored)`` bits (bit 0) per ranked detection and area range: each (category, image)
     group of detections against its image's ground truths (of its supercategory for Sim), the other categories'
     ignored."""
@@ -154,7 +177,9 @@ def _confusion_runs(gt: pl.DataFrame, ranked: pl.DataFrame, supercategories: dic
     group_code = code(ranked)[starts]
     lo, hi = np.searchsorted(gt_image, group_image, "left"), np.searchsorted(gt_image, group_image, "right")
     flagged = ignore_flags(gt, True)
-    gt = gt.select("gt_id", "x", "y", "w", "h", "area", "iscrowd")  # what matching reads, gathered per group
+    # what matching reads, gathered per group
+    gt = gt.select("gt_id", "category_id", "x", "y", "w", "h", "area", "iscrowd",
+                   *SHAPE_COLUMNS[protocol.iou_type]["gt"])
     dt_area = column_array(ranked, "area", np.float64)
     outcomes = []
     for same_only in (True, False):
@@ -163,23 +188,24 @@ def _confusion_runs(gt: pl.DataFrame, ranked: pl.DataFrame, supercategories: dic
         other = gt_category[index] != np.repeat(group_category, gt_len)
         groups = (gt_start, gt_len, dt_start, dt_len)
         matching = rules(pooled, flagged[index] | other, dt_area, (CONFUSION_IOU,), protocol)
-        blocks = SIMILARITY["bbox"](pooled, ranked, matching[1], groups)
+        blocks = SIMILARITY[protocol.iou_type](pooled, ranked, matching[1], groups, protocol, where)
         out = assign(blocks, groups, matching, ranked.height, pooled.height)
         outcomes.append((out[0], out[1]))
     return outcomes
 
 
 def analyze_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, supercategories: dict,
-                  protocol: AnalyzeProtocol) -> tuple:
+                  protocol: AnalyzeProtocol, where: dict | None = None) -> tuple:
     """``(dt rows, gt rows)`` of one shard (schemas :func:`evalengine.schema.analyze_dt_schema` and
-    ``analyze_gt_schema``)."""
+    ``analyze_gt_schema``); ``where``: how errors name a row (:func:`evalengine.match.shapes.places`)."""
     coco = protocol.coco
-    dt_matches, gt_matches = match_shard(gt, dt, category_ids, coco)
+    dt_matches, gt_matches = match_shard(gt, dt, category_ids, coco, where)
     ranked = prepare_dt(dt, category_ids, coco)  # the rows of dt_matches, in its order
     n_area = len(protocol.area_ranges)
     tp = dt_matches.get_column("tp_bits").to_arrow().flatten().to_numpy().reshape(-1, n_area).copy()
     ignored = dt_matches.get_column("ignored_bits").to_arrow().flatten().to_numpy().reshape(-1, n_area).copy()
-    for curve, (run_tp, run_ignored) in zip(("Sim", "Oth"), _confusion_runs(gt, ranked, supercategories, protocol)):
+    runs = _confusion_runs(gt, ranked, supercategories, protocol, where)
+    for curve, (run_tp, run_ignored) in zip(("Sim", "Oth"), runs):
         bit = np.uint64(MATCHED.index(curve))
         tp |= run_tp << bit
         ignored |= run_ignored << bit

@@ -76,7 +76,9 @@ class ProposalProtocol(Protocol):
         """The parameters; ``iou_type`` only when masks, the F̃b ones only when asked for (so that the tables of
         earlier stores keep their keys)."""
         params = box_keyed(super().match_params())
-        return params if self.boundary_f else {k: v for k, v in params.items() if k not in ("boundary_f", "fb_tolerance")}
+        if self.boundary_f:
+            return params
+        return {k: v for k, v in params.items() if k not in ("boundary_f", "fb_tolerance")}
 
     def shard_inputs(self, layout, run: str) -> tuple:
         layout.check_proposal_run(run)

@@ -1,7 +1,7 @@
 """F̃b of segmented proposals (Pont-Tuset & Marques §2.2–2.3) against a NumPy/SciPy transcription of DAVIS
-``db_eval_boundary`` (its ``seg2bmap``, ``binary_dilation`` by ``skimage.morphology.disk``): every object's best F̃b and
-its first rank at every budget, the mean / median / recall at F̃b > t, on random datasets of every input format and
-sharding, with any scheduler; the box tables' keys unchanged; F̃b refused where it means nothing."""
+``db_eval_boundary`` (its ``seg2bmap``, ``binary_dilation`` by ``skimage.morphology.disk``): every object's best F̃b
+and its first rank at every budget, the mean / median / recall at F̃b > t, on random datasets of every input format
+and sharding, with any scheduler; the box tables' keys unchanged; F̃b refused where it means nothing."""
 
 import json
 

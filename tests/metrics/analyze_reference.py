@@ -18,6 +18,7 @@ import numpy as np
 from pycocotools.cocoeval import COCOeval
 
 from tests.generators import random_coco
+from tests.shape_generators import random_masks
 from tests.reference import pycocotools_eval
 
 CURVES = ("C75", "C50", "Loc", "Sim", "Oth", "BG", "FN")
@@ -35,17 +36,18 @@ class MatlabCOCOeval(COCOeval):
 
 
 def _precision(gt: dict, dt: list, **params) -> np.ndarray:
-    """``eval['precision']`` [T, R, K, A] at 100 detections, MATLAB's ignore rule."""
+    """``eval['precision']`` [T, R, K, A] at 100 detections, MATLAB's ignore rule (``iou_type``: pycocotools')."""
     ev = pycocotools_eval(gt, dt, max_dets=[100], evaluator=MatlabCOCOeval, summarize=False, **params)
     return ev.eval["precision"][..., 0]
 
 
-def matlab_analyze(gt: dict, dt: list, area_ranges=None, recall_thresholds=None) -> tuple:
+def matlab_analyze(gt: dict, dt: list, area_ranges=None, recall_thresholds=None, iou_type: str = "bbox") -> tuple:
     """``(category ids, ps)``: MATLAB's ``ps`` [7 curves, R, K, A] (curves in :data:`CURVES` order), categories in
     id order (MATLAB's ``evaluate`` sorts them; its loop pairs them with ``getCatIds()``, the file order)."""
     cat_ids = sorted(c["id"] for c in gt["categories"])
     supercategory = {c["id"]: c["supercategory"] for c in gt["categories"]}
-    params = {"area_ranges": area_ranges, "recall_thresholds": recall_thresholds}  # MATLAB's analyze keeps params'
+    # MATLAB's analyze keeps params' areas, recall thresholds and iouType (segm: pycocotools' maskUtils.iou)
+    params = {"area_ranges": area_ranges, "recall_thresholds": recall_thresholds, "iou_type": iou_type}
     class_wise = _precision(gt, dt, iou_thresholds=[0.75, 0.5, 0.1], **params)
     ps = np.zeros((7, *class_wise.shape[1:]))
     ps[:3] = class_wise
@@ -66,25 +68,39 @@ def matlab_analyze(gt: dict, dt: list, area_ranges=None, recall_thresholds=None)
     return cat_ids, ps
 
 
-def random_dataset(seed: int) -> tuple:
-    """``random_coco(seed)`` with two supercategories drawn, objects of another category laid on some objects (the
-    same box or nearly, some crowd: Sim and Oth ignore detections there) and, half the time, a category with
-    detections but no ground truth."""
-    gt, dt = random_coco(seed)
-    rng = np.random.default_rng(50_000 + seed)
+def _with_confusions(gt: dict, dt: list, rng, moved) -> tuple:
+    """Two supercategories drawn, objects of another category laid on some objects (``moved(ann)``: the copy's
+    shape; some crowd: Sim and Oth ignore detections there) and, half the time, a category with detections but no
+    ground truth."""
     cats = [c["id"] for c in gt["categories"]]
     for category in gt["categories"]:
         category["supercategory"] = f"s{int(rng.integers(0, 2))}"
     next_id = max((a["id"] for a in gt["annotations"]), default=0) + 1
     for ann in list(gt["annotations"]):
-        if len(cats) > 1 and rng.random() < 0.3:  # an object of another category on the same box, or nearly
-            x, y, w, h = ann["bbox"]
-            dx, dy = rng.normal(0, 0.1 * max(w, 1), 2) * (rng.random() < 0.5)
+        if len(cats) > 1 and rng.random() < 0.3:
+            shape = moved(ann)
             gt["annotations"].append(dict(ann, id=next_id, category_id=int(rng.choice([c for c in cats
                                                                                       if c != ann["category_id"]])),
-                                          bbox=[x + dx, y + dy, w, h], iscrowd=int(rng.random() < 0.2)))
+                                          **shape, iscrowd=int(rng.random() < 0.2)))
             next_id += 1
     if rng.random() < 0.5:  # detections of a category without ground truth
         gt["categories"].append({"id": 99, "name": "detected only", "supercategory": "s0"})
         dt += [dict(d, category_id=99, score=round(float(rng.random()), 2)) for d in dt[:3]]
     return gt, dt
+
+
+def random_dataset(seed: int) -> tuple:
+    """``random_coco(seed)`` with :func:`_with_confusions`: the other category's object on the same box, or nearly."""
+    rng = np.random.default_rng(50_000 + seed)
+
+    def moved(ann):
+        x, y, w, h = ann["bbox"]
+        dx, dy = rng.normal(0, 0.1 * max(w, 1), 2) * (rng.random() < 0.5)
+        return {"bbox": [x + dx, y + dy, w, h]}
+    return _with_confusions(*random_coco(seed), rng, moved)
+
+
+def random_mask_dataset(seed: int) -> tuple:
+    """``random_masks(seed)`` (polygons, RLE, crowd, empty and 1-pixel masks, areas at 32² and 96²) with
+    :func:`_with_confusions`: the other category's object on the same mask."""
+    return _with_confusions(*random_masks(seed), np.random.default_rng(70_000 + seed), lambda ann: {})

@@ -1,0 +1,57 @@
+"""COCO analyze on masks (``iou_type="segm"``) equals the transcription of MATLAB ``CocoEval.analyze`` run by
+pycocotools with ``iouType='segm'`` (``maskUtils.iou`` the similarity: ``analyze_reference.py``) — every curve's 101
+precisions per category and area range and the APs — on 36 random mask sets (polygons of several parts, RLE, crowd,
+empty and 1-pixel masks, areas at 32² and 96², objects of another category on the same mask); the CLI's
+``--iou-type segm``; box tables keep their key."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from evalengine import api
+from tests.helpers import write_inputs
+from tests.metrics.analyze_reference import matlab_analyze, random_mask_dataset
+from tests.metrics.test_analyze_differential import _assert_equal
+
+SEEDS = range(36)
+BATCHES = 4
+
+
+@pytest.mark.parametrize("batch", range(BATCHES))
+def test_random_mask_sets_equal_matlab_analyze_on_masks(tmp_path, batch):
+    protocol = api.AnalyzeProtocol(iou_type="segm")
+    differ = 0
+    for seed in SEEDS[batch::BATCHES]:
+        gt, dt = random_mask_dataset(seed)
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        paths = write_inputs(folder, gt, dt)
+        cat_ids, ps = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()),
+                                     iou_type="segm")
+        _assert_equal(api.analyze(paths, protocol=protocol, n_shards=1 + seed % 3).result, cat_ids, ps, f"seed {seed}")
+        boxes = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()))[1]
+        differ += not np.array_equal(boxes, ps)
+    assert differ, "no dataset where masks and boxes give different curves"
+
+
+def test_keys_and_cli(tmp_path):
+    assert api.AnalyzeProtocol().match_key() == "analyze"
+    assert api.AnalyzeProtocol(iou_type="segm").match_key().startswith("analyze-")
+    gt, dt = random_mask_dataset(3)
+    paths = write_inputs(tmp_path, gt, dt)
+    cat_ids, ps = matlab_analyze(gt, dt, iou_type="segm")
+    out = subprocess.run([sys.executable, "-m", "evalengine.cli", "analyze", "--gt", str(paths[0]), "--dt",
+                          str(paths[1]), "--iou-type", "segm", "--json"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    overall = json.loads(out.stdout)["overall"]["all"]
+    for c, curve in enumerate(api.ANALYZE_CURVES):
+        assert overall[curve] == pytest.approx(ps[c, :, :, 0].mean(), abs=1e-12)
+    boxes_only = tmp_path / "boxes.json"
+    boxes_only.write_text(json.dumps([{k: v for k, v in d.items() if k != "segmentation"} | {"bbox": [0, 0, 2, 2]}
+                                      for d in dt]))
+    out = subprocess.run([sys.executable, "-m", "evalengine.cli", "analyze", "--gt", str(paths[0]), "--dt",
+                          str(boxes_only), "--iou-type", "segm"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "segmentation" in out.stderr
