@@ -1,8 +1,9 @@
 -- requires: hosang_protocols
 -- proposal_matches: one row per evaluated ground truth and budget (Hosang et al.): iou = IoU with its greedy
 -- one-to-one partner among the top-`budget` proposals (0 if none), best_iou = best IoU over them (non-exclusive).
+-- A table of an earlier version (before best_fb) reads with null F̃b columns, hence union_by_name.
 CREATE OR REPLACE VIEW proposal_matches AS
-SELECT * FROM read_parquet(getvariable('hosang_gt'), hive_partitioning = true);
+SELECT * FROM read_parquet(getvariable('hosang_gt'), hive_partitioning = true, union_by_name = true);
 
 -- proposal_image_counts: proposals evaluated per image and budget, min(budget, ranked proposals).
 CREATE OR REPLACE VIEW proposal_image_counts AS

@@ -187,3 +187,21 @@ def test_cli_quality_measure_boundary_f(tmp_path):
         "evalengine: error: --quality-measure boundary_f: F̃b compares mask boundaries; give --iou-type segm"]
     bad = _run(*argv, "--fb-tolerance", "-1")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "fb_tolerance" in bad.stderr
+
+
+def test_sql_reads_a_table_of_the_earlier_version(tmp_path):
+    """A Hosang table written before ``best_fb`` (version 1) beside a new one: the views read both, F̃b null."""
+    gt, proposals = random_segmented_proposals(2033)
+    gt_path, path = _write(tmp_path, gt, proposals, "json")
+    store = evalengine.ingest_proposals(gt_path, path, tmp_path / "store")
+    old, new = (ProposalProtocol(budgets=b, iou_type="segm", boundary_f=f) for b, f in (((1, 2), False), (BUDGETS, True)))
+    for protocol in (old, new):
+        store.evaluate_proposals(protocol=protocol).gt_matches().collect()
+    files = list((tmp_path / "store").rglob(f"protocol={old.match_key()}/**/gt/**/*.parquet"))
+    assert files
+    for file in files:
+        pl.read_parquet(file).drop("best_fb", "best_fb_rank").write_parquet(file)
+    rows = store.sql("SELECT protocol, count(*) AS n, count(best_fb) AS with_fb FROM object_best GROUP BY protocol "
+                     "ORDER BY n")
+    assert rows.get_column("protocol").to_list() == [old.match_key(), new.match_key()]
+    assert rows.get_column("with_fb").to_list() == [0, rows.item(1, "n")]
