@@ -14,7 +14,7 @@ def _cmd_analyze(args) -> str:
     result = api.analyze(source, args.run, protocol, **options.schedule(args)).result
     if args.json:
         return json.dumps(result.as_dict())
-    masks = ", masks (segm)" if args.iou_type == "segm" else ""
+    masks = f", iou type {args.iou_type}" if args.iou_type != "bbox" else ""
     return (f"COCO analyze (MATLAB CocoEval.analyze){masks}, maxDets 100: each curve's AP, mean over the "
             f"{result.categories.height} categories (--json: per category and supercategory)\n"
             f"{api.report.table(api.analyze_table(result))}")
@@ -26,7 +26,8 @@ def add_analyze(sub) -> None:
     options.store_or_files_args(parser)
     options.schedule_args(parser)
     parser.add_argument("--iou-type", choices=api.ANALYZE_IOU_TYPES, default="bbox",
-                        help="what is matched: boxes (default) or masks (segm, pycocotools' maskUtils.iou)")
+                        help="what is matched: boxes (default), masks (segm, pycocotools' maskUtils.iou) or mask "
+                             "boundaries (boundary, Cheng et al.'s boundary IoU)")
     parser.add_argument("--json", action="store_true",
                         help='print {"curves", "area_ranges", "max_dets", "overall": {area: {curve: ap}}, '
                              '"per_supercategory": {name: {area: {curve: ap}}}, "per_category": {id: {"name", '

@@ -21,7 +21,7 @@ The ``gt`` side has one row per ground truth of an evaluated category with ``ign
 area range ``a`` by MATLAB's rule): its regular ground truths are every curve's recall denominator, Sim and Oth
 included (the other categories' ground truths are ignored there).
 
-``iou_type="segm"``: every run compares masks as the COCO protocol does
+``iou_type="segm"`` (``"boundary"``): every run compares masks (boundary IoU, Cheng et al.) as the COCO protocol does
 (:data:`evalengine.match.coco.SIMILARITY`; crowd: intersection over the detection's mask area), as MATLAB's
 ``analyze`` does with ``params.iouType = 'segm'``; areas are the stored ones (a ground truth's ``area`` field).
 """
@@ -46,7 +46,7 @@ MATCHED = ("Loc", "C50", "C75", "Sim", "Oth")  # bit t of the match table's tp_b
 CLASS_IOU = (0.1, 0.5, 0.75)  # the category's own evaluation: Loc, C50, C75
 CONFUSION_IOU = 0.1  # Sim and Oth
 MAX_DETS = 100  # analyze sets params.maxDets = 100
-IOU_TYPES = ("bbox", "segm")
+IOU_TYPES = ("bbox", "segm", "boundary")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class AnalyzeProtocol(Protocol):
     """MATLAB ``analyze``'s parameters: the area ranges and recall thresholds of ``params`` (COCO's by default);
     ``maxDets`` is 100 and the IoU thresholds are fixed by ``analyze``. ``zero_id_quirk``: MATLAB, as pycocotools,
     stores the partner's id and tests it for truth (a match to ground-truth id 0 reads as unmatched). ``iou_type``:
-    boxes (``bbox``) or masks (``segm``)."""
+    boxes (``bbox``), masks (``segm``) or boundary IoU (``boundary``)."""
 
     area_ranges: tuple = COCO_AREA_RANGES
     recall_thresholds: tuple = COCO_RECALL_THRESHOLDS

@@ -15,9 +15,11 @@ range; pycocotools' ``_prepare`` overwrites ``ignore`` with ``iscrowd``, which :
 """
 
 import numpy as np
+from pycocotools import mask as mask_utils
 from pycocotools.cocoeval import COCOeval
 
 from tests.generators import random_coco
+from tests.geometry.test_boundary import compute_boundary_iou
 from tests.shape_generators import random_masks
 from tests.reference import pycocotools_eval
 
@@ -35,9 +37,27 @@ class MatlabCOCOeval(COCOeval):
                 gt["ignore"] = int(bool(gt["ignore"]) or flags[gt["id"]])
 
 
-def _precision(gt: dict, dt: list, **params) -> np.ndarray:
-    """``eval['precision']`` [T, R, K, A] at 100 detections, MATLAB's ignore rule (``iou_type``: pycocotools')."""
-    ev = pycocotools_eval(gt, dt, max_dets=[100], evaluator=MatlabCOCOeval, summarize=False, **params)
+class MatlabBoundaryCOCOeval(MatlabCOCOeval):
+    """The same with boundary IoU as the authors' ``computeBoundaryIoU`` (boundary-iou-api, transcribed in
+    ``tests/geometry/test_boundary.py``) on the masks pycocotools' ``segm`` evaluation prepares."""
+
+    def computeIoU(self, imgId, catId):
+        p = self.params
+        gt = self._gts[imgId, catId] if p.useCats else [g for c in p.catIds for g in self._gts[imgId, c]]
+        dt = self._dts[imgId, catId] if p.useCats else [d for c in p.catIds for d in self._dts[imgId, c]]
+        if not gt or not dt:
+            return []
+        dt = [dt[i] for i in np.argsort([-d["score"] for d in dt], kind="mergesort")][:p.maxDets[-1]]
+        return compute_boundary_iou([mask_utils.decode(d["segmentation"]) for d in dt],
+                                    [mask_utils.decode(g["segmentation"]) for g in gt], [int(g["iscrowd"]) for g in gt])
+
+
+def _precision(gt: dict, dt: list, iou_type: str = "bbox", **params) -> np.ndarray:
+    """``eval['precision']`` [T, R, K, A] at 100 detections, MATLAB's ignore rule (``iou_type``: pycocotools', or
+    ``boundary``)."""
+    evaluator = MatlabBoundaryCOCOeval if iou_type == "boundary" else MatlabCOCOeval
+    ev = pycocotools_eval(gt, dt, max_dets=[100], evaluator=evaluator, summarize=False,
+                          iou_type="segm" if iou_type == "boundary" else iou_type, **params)
     return ev.eval["precision"][..., 0]
 
 

@@ -1,8 +1,9 @@
-"""COCO analyze on masks (``iou_type="segm"``) equals the transcription of MATLAB ``CocoEval.analyze`` run by
-pycocotools with ``iouType='segm'`` (``maskUtils.iou`` the similarity: ``analyze_reference.py``) — every curve's 101
+"""COCO analyze on masks (``iou_type="segm"``, and ``"boundary"``) equals the transcription of MATLAB
+``CocoEval.analyze`` run by pycocotools with ``iouType='segm'`` (``maskUtils.iou`` the similarity: ``analyze_reference.py``) — every curve's 101
 precisions per category and area range and the APs — on 36 random mask sets (polygons of several parts, RLE, crowd,
-empty and 1-pixel masks, areas at 32² and 96², objects of another category on the same mask); the CLI's
-``--iou-type segm``; box tables keep their key."""
+empty and 1-pixel masks, areas at 32² and 96², objects of another category on the same mask); boundary IoU against
+the same transcription with the authors' ``computeBoundaryIoU`` (boundary-iou-api) as the similarity on 12; the
+CLI's ``--iou-type segm``; box tables keep their key."""
 
 import json
 import subprocess
@@ -35,6 +36,19 @@ def test_random_mask_sets_equal_matlab_analyze_on_masks(tmp_path, batch):
         boxes = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()))[1]
         differ += not np.array_equal(boxes, ps)
     assert differ, "no dataset where masks and boxes give different curves"
+
+
+@pytest.mark.parametrize("batch", range(2))
+def test_random_mask_sets_equal_matlab_analyze_on_boundaries(tmp_path, batch):
+    protocol = api.AnalyzeProtocol(iou_type="boundary")
+    for seed in range(100 + batch, 112, 2):
+        gt, dt = random_mask_dataset(seed)
+        folder = tmp_path / str(seed)
+        folder.mkdir()
+        paths = write_inputs(folder, gt, dt)
+        cat_ids, ps = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()),
+                                     iou_type="boundary")
+        _assert_equal(api.analyze(paths, protocol=protocol, n_shards=1 + seed % 3).result, cat_ids, ps, f"seed {seed}")
 
 
 def test_keys_and_cli(tmp_path):
