@@ -276,3 +276,24 @@ def coco_results(sc: dict, gt: dict) -> list:
     return [{"image_id": ids[p[0]], "category_id": cat[NAMES[p[1]]],
              "bbox": _coco_box(xywhn2xyxy(p[2:6], *size[p[0]])), "score": p[6]}
             for p in sc["predictions"] if NAMES[p[1]] in cat]
+
+
+def write_fixtures(folder: Path, seed: int = 7) -> None:
+    """The small files of ``tests/data/formats/`` (one scene in every format, and its COCO equivalents): ``python -c
+    "from tests.format_files import write_fixtures; write_fixtures(Path('tests/data/formats'))"``."""
+    sc = scene(seed)
+    yolo, _, sizes = write_yolo(folder / "yolo", sc, "yaml", "table")
+    sizes.rename(folder / "yolo_sizes.csv")
+    gt, dt = coco_of_yolo(sc, "table")
+    (folder / "yolo_coco_gt.json").write_text(json.dumps(gt))
+    (folder / "yolo_coco_dt.json").write_text(json.dumps(dt))
+    write_openimages(folder / "openimages", sc)
+    gt, dt, _ = coco_of_openimages(sc)
+    (folder / "openimages_coco_gt.json").write_text(json.dumps(gt))
+    (folder / "openimages_coco_dt.json").write_text(json.dumps(dt))
+    _, gt = write_cvat(folder / "cvat.xml", sc)
+    (folder / "cvat_coco_gt.json").write_text(json.dumps(gt))
+    (folder / "cvat_coco_dt.json").write_text(json.dumps(coco_results(sc, gt)))
+    _, gt = write_labelme(folder / "labelme", sc)
+    (folder / "labelme_coco_gt.json").write_text(json.dumps(gt))
+    (folder / "labelme_coco_dt.json").write_text(json.dumps(coco_results(sc, gt)))
