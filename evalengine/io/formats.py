@@ -26,13 +26,17 @@ def _is_openimages_csv(path: Path) -> bool:
     return "ImageID" in header and "LabelName" in header
 
 
+def _known(given: str, allowed: tuple, what: str) -> str:
+    if given not in allowed:
+        raise InputError(f"{what} format must be one of {', '.join(allowed)}, got {given!r}")
+    return given
+
+
 def gt_format(path, given: str | None = None) -> str:
     """``given``, else the format ``path`` looks like: a folder of YOLO labels, VOC XML or LabelMe JSON; a CVAT XML,
     an OpenImages CSV or a COCO JSON file."""
     if given is not None:
-        if given not in GT_FORMATS:
-            raise InputError(f"ground-truth format must be one of {', '.join(GT_FORMATS)}, got {given!r}")
-        return given
+        return _known(given, GT_FORMATS, "ground-truth")
     path = Path(path)
     if path.is_dir():
         if any(path.glob("*.xml")):
@@ -51,9 +55,7 @@ def dt_format(path, given: str | None = None) -> str:
     """``given``, else: a folder of YOLO prediction files (with ``labels/`` or ``.txt`` files, none a devkit result
     file), else of devkit result files (voc); an OpenImages CSV; else a COCO result file, JSON Lines or Parquet."""
     if given is not None:
-        if given not in DT_FORMATS:
-            raise InputError(f"detection format must be one of {', '.join(DT_FORMATS)}, got {given!r}")
-        return given
+        return _known(given, DT_FORMATS, "detection")
     path = Path(path)
     if path.is_dir():
         devkit = any(RESULT_FILE.fullmatch(p.name) for p in path.iterdir())

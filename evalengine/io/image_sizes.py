@@ -8,11 +8,17 @@ import polars as pl
 from PIL import Image, UnidentifiedImageError
 
 from evalengine.errors import InputError, first_line
-from evalengine.io.validate import check_csv_header, integers, listed
+from evalengine.io.metadata import read_table
+from evalengine.io.validate import integers, listed
 
 # the image suffixes ultralytics reads (``ultralytics.data.utils.IMG_FORMATS``)
 IMAGE_SUFFIXES = (".bmp", ".dng", ".jpeg", ".jpg", ".mpo", ".png", ".tif", ".tiff", ".webp", ".pfm", ".heic")
 SIZES = {"file_name": pl.String, "stem": pl.String, "width": pl.Int64, "height": pl.Int64}
+
+
+def stem(name: pl.Expr) -> pl.Expr:
+    """A file name without its extension (the name a label or CSV file gives its image by)."""
+    return name.str.replace(r"\.[^./\\]*$", "")
 
 
 def image_files(folder: Path) -> list:
@@ -35,12 +41,7 @@ def _folder_sizes(folder: Path) -> pl.DataFrame:
 
 def _table_sizes(path: Path) -> pl.DataFrame:
     parquet = path.suffix.lower() == ".parquet"
-    if not parquet:
-        check_csv_header(path)
-    try:
-        frame = pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=None)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"{path}: not a readable CSV or Parquet table ({first_line(exc)})") from None
+    frame = read_table(path)
     missing = [c for c in ("image", "width", "height") if c not in frame.columns]
     if missing:
         raise InputError(f"{path}: the image sizes table needs column(s) {', '.join(missing)} (image, width, height; "
@@ -57,7 +58,7 @@ def _table_sizes(path: Path) -> pl.DataFrame:
     if bad.height:
         raise InputError(f"{path}: {what} {listed(bad.get_column('_line'))}: width and height must be at least 1")
     name = pl.col("image").cast(pl.String)
-    return frame.select(name.alias("file_name"), name.str.replace(r"\.[^./\\]*$", "").alias("stem"), "width",
+    return frame.select(name.alias("file_name"), stem(name).alias("stem"), "width",
                         "height", "_line")
 
 

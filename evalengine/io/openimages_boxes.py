@@ -18,7 +18,7 @@ import polars as pl
 from evalengine.errors import InputError, InputWarning
 from evalengine.io.coco import CocoDataset
 from evalengine.io.ground_truth import categories_of, dataset_of, numbered_images
-from evalengine.io.image_sizes import read_image_sizes
+from evalengine.io.image_sizes import read_image_sizes, stem
 # the OpenImages readers' checks, shared rather than repeated
 from evalengine.io.openimages import _ROW, BOX_COLUMNS, _check_corners, _checked, _prediction_batches, _read_csv
 
@@ -61,7 +61,7 @@ def iter_openimages_predictions(path, dataset: CocoDataset) -> Iterator[pl.DataF
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     classes = dataset.categories.select(pl.col("name").alias("LabelName"), "category_id")
-    sizes = dataset.images.with_columns(pl.col("file_name").str.replace(r"\.[^./\\]*$", "").alias("stem"))
+    sizes = dataset.images.with_columns(stem(pl.col("file_name")).alias("stem"))
     offset, unknown = 0, 0
     for raw in _prediction_batches(path, (*_KEYS[:2], "Score", *BOX_COLUMNS)):
         frame = raw.with_row_index("_row", offset)

@@ -27,7 +27,7 @@ import yaml
 from evalengine.errors import InputError, InputWarning
 from evalengine.io.coco import CocoDataset
 from evalengine.io.ground_truth import categories_of, dataset_of, numbered_images
-from evalengine.io.image_sizes import read_image_sizes
+from evalengine.io.image_sizes import read_image_sizes, stem
 
 NAME_FILES = ("data.yaml", "dataset.yaml", "classes.txt")
 _GT_FIELDS = ("class", "cx", "cy", "w", "h")
@@ -173,7 +173,7 @@ def iter_yolo_predictions(path, dataset: CocoDataset) -> Iterator[pl.DataFrame]:
     """Detection frames (:data:`evalengine.schema.DT`) of a folder of YOLO prediction files (``labels/`` in it when
     there is one), read in batches of files; every file names an image of the ground truth by its stem."""
     folder = labels_folder(path)
-    sizes = dataset.images.with_columns(pl.col("file_name").str.replace(r"\.[^./\\]*$", "").alias("stem"))
+    sizes = dataset.images.with_columns(stem(pl.col("file_name")).alias("stem"))
     n_classes = dataset.categories.height
     first_id = 1
     for files in _prediction_batches(folder):
