@@ -196,8 +196,8 @@ def _pixel_shapes(sc: dict) -> list:
 
 
 def coco_of_shapes(sc: dict, shapes: list, names: list, file_names: dict, order: list) -> dict:
-    """The COCO ground truth of pixel shapes, numbered over the images in ``order``: a box as ``[x1, y1, x2 - x1, y2 - y1]``, a polygon as a segmentation with
-    the points' extent as its box and pycocotools' mask area."""
+    """The COCO ground truth of pixel shapes, numbered over the images in ``order``: a box as ``[x1, y1, x2 - x1,
+    y2 - y1]``, a polygon as a segmentation with the points' extent as its box and pycocotools' mask area."""
     size = {s: (w, h) for s, w, h in sc["images"]}
     ids = image_ids(size)
     annotations = []

@@ -49,9 +49,9 @@ def _cmd_evaluate(args) -> str:
 
 def _cmd_add_run(args) -> str:
     timed = options.phases(args)
-    with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
-        store = api.open(args.store).add_run(args.dt, args.run, overwrite=args.overwrite, progress=advance,
-                                             tags=api.parse_tags(args.tag))
+    with timed.phase("ingest", total=formats.count_rows(args.dt, args.dt_format), unit="detections") as advance:
+        store = formats.add_run_formats(args.store, args.dt, args.run, args.dt_format, overwrite=args.overwrite,
+                                        progress=advance, tags=api.parse_tags(args.tag))
     return options.profiled(args, timed, f"store: {store.path} (runs: {', '.join(store.runs)})")
 
 
@@ -121,6 +121,9 @@ def add_add_run(sub) -> None:
     add_run.add_argument("--run", required=True, help="name of the new run")
     add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
     add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
+    add_run.add_argument("--dt-format", choices=formats.DT_FORMATS, default=None,
+                         help="the detections' format (default: recognised; YOLO boxes are sized by the store's "
+                              "images)")
     options.tag_args(add_run)
     options.run_args(add_run)
 

@@ -227,7 +227,8 @@ def foreign_formats(args, native_gt=("coco",), native_dt=("coco",)) -> bool:
     """Whether the ``--gt``/``--dt`` of ``args`` are in formats the command's own readers do not read (``native_*``),
     so that :func:`evalengine.api.formats.evaluate_formats` reads them."""
     gt_kind, dt_kind = formats.input_formats(args.gt, args.dt, args.gt_format, args.dt_format)
-    return gt_kind not in native_gt or dt_kind not in native_dt
+    given = args.images is not None or args.names is not None  # checked there: never ignored
+    return gt_kind not in native_gt or dt_kind not in native_dt or given
 
 
 def format_inputs(args) -> dict:

@@ -75,5 +75,6 @@ def read_image_sizes(source) -> pl.DataFrame:
     dup = sizes.filter(pl.col("stem").is_duplicated())
     if dup.height:
         first = dup.sort("_line").row(0, named=True)
-        raise InputError(f"{path}: image '{first['stem']}' is named more than once ({listed(dup.get_column('file_name'))})")
+        raise InputError(f"{path}: image '{first['stem']}' is named more than once "
+                         f"({listed(dup.get_column('file_name'))})")
     return sizes.drop("_line").sort("stem")

@@ -29,7 +29,7 @@ def _pixels(frame: pl.DataFrame, path, sizes: pl.DataFrame, what: str) -> pl.Dat
     """The rows with their image's id and the de-normalised box; a row of an image without a size is an error."""
     frame = frame.join(sizes.select(pl.col("stem").alias("ImageID"), "image_id", "width", "height"), on="ImageID",
                        how="left", maintain_order="left")
-    bad = frame.filter(pl.col("image_id").is_null())
+    bad = frame.filter(pl.col("width").is_null() | pl.col("height").is_null())
     if bad.height:
         raise InputError(f"{path}: line {bad.select(_ROW).item(0, 0)}: ImageID {bad.get_column('ImageID')[0]!r} has no "
                          f"size in the image sizes ({bad.height} {what} row(s))")

@@ -60,7 +60,8 @@ def read_class_names(path) -> list:
         raise InputError(f"{path}: not a YAML mapping with 'names' ({str(exc).splitlines()[0]})") from None
     if isinstance(names, dict):
         if not all(isinstance(k, int) for k in names) or sorted(names) != list(range(len(names))):
-            raise InputError(f"{path}: 'names' must map the indices 0 … n-1 to names, got keys {sorted(names, key=str)}")
+            raise InputError(f"{path}: 'names' must map the indices 0 … n-1 to names, got keys "
+                             f"{sorted(names, key=str)}")
         names = [names[k] for k in range(len(names))]
     if not isinstance(names, list) or not names:
         raise InputError(f"{path}: no 'names' list (or {{index: name}} mapping) of classes")
@@ -123,7 +124,7 @@ def _boxes(frame: pl.DataFrame, fields: tuple, sizes: pl.DataFrame, n_classes: i
     _located(frame, (pl.col("class") < 0) | (pl.col("class") >= (n_classes or 2**53)),
              lambda row: f"class {int(row['class'])} is not a known class{limit}")
     frame = frame.join(sizes.select("stem", "image_id", "width", "height"), on="stem", how="left", maintain_order="left")
-    _located(frame, pl.col("image_id").is_null(),
+    _located(frame, pl.col("width").is_null() | pl.col("height").is_null(),
              lambda row: f"image '{row['stem']}' has no size (not in the images or the image sizes table)")
     half_w, half_h = pl.col("w") / 2, pl.col("h") / 2
     x1, y1 = pl.col("width") * (pl.col("cx") - half_w), pl.col("height") * (pl.col("cy") - half_h)

@@ -94,3 +94,22 @@ def test_bad_input_is_one_line_and_leaves_no_store(tmp_path):
     assert not store.exists()
     result = command("export", tmp_path, "--out", tmp_path / "x.csv")
     assert result.returncode == 2 and result.stderr.startswith("evalengine: error: ")
+
+
+def test_add_run_of_yolo_predictions_to_a_store(tmp_path):
+    """A YOLO predictions folder added as a second run of a store gives that run the numbers of the one-shot path."""
+    store = tmp_path / "store"
+    result = command("ingest", "coco", "--gt", DATA / "yolo_coco_gt.json", "--dt", DATA / "yolo_coco_dt.json", "--store",
+                     store, "--quiet")
+    assert result.returncode == 0, result.stderr
+    result = command("add-run", store, "--run", "yolo", "--dt", DATA / "yolo" / "pred", "--quiet")
+    assert result.returncode == 0, result.stderr
+    first = command("evaluate", store, "--json", "--quiet")
+    second = command("evaluate", store, "--run", "yolo", "--json", "--quiet")
+    assert first.returncode == second.returncode == 0
+    assert json.loads(first.stdout)["stats"] == json.loads(second.stdout)["stats"]
+    result = command("coco", "--gt", DATA / "yolo_coco_gt.json", "--dt", DATA / "yolo_coco_dt.json", "--images",
+                     DATA / "yolo_sizes.csv")
+    assert result.returncode == 2
+    assert result.stderr.endswith("image sizes are read for YOLO and OpenImages inputs only (the inputs are coco and "
+                                  "coco)\n")
