@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     from evalengine.cli import analyze, borji, coco, confusion, demo, diagnosis, fsck, invariance, lrp, proposals
     from evalengine.cli import density, openimages, query, segmentation, upper_bound, voc
     from evalengine.cli import lvis
+    from evalengine.cli import export
 
     # the subcommands, in the order the help lists them
     subcommands = (coco.add_coco, voc.add_voc, openimages.add_openimages, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare,
@@ -62,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                    query.add_sql,
                    proposals.add_proposals, segmentation.add_segmentation,
                    proposals.add_add_proposals, proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck,
-                   demo.add_demo)
+                   demo.add_demo,
+                   export.add_export)
     parser = Parser(prog="evalengine", description="The ``evalengine`` command.")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error (also EVALENGINE_DEBUG=1)")

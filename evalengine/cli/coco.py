@@ -2,12 +2,18 @@
 ``report``."""
 
 from evalengine import api
+from evalengine.api import formats
 from evalengine.cli import options, segmentation, voc
 from evalengine.cli.options import STORE_HELP
 
 
 def _cmd_coco(args) -> str:
     timed = options.phases(args)
+    if options.foreign_formats(args):  # YOLO, CVAT, LabelMe, OpenImages CSV, VOC (evalengine.api.formats)
+        evaluation = formats.evaluate_formats(args.gt, args.dt, options.protocol(args), **options.format_inputs(args),
+                                              store=args.store, n_shards=args.shards, phases=timed,
+                                              **options.schedule(args))
+        return options.profiled(args, timed, api.report.coco_output(evaluation, args.json, args.store))
     evaluation = api.evaluate_coco(args.gt, args.dt, options.protocol(args), store=args.store, n_shards=args.shards,
                                    phases=timed, **options.schedule(args))
     return options.profiled(args, timed, api.report.coco_output(evaluation, args.json, args.store))
@@ -15,6 +21,13 @@ def _cmd_coco(args) -> str:
 
 def _cmd_ingest(args) -> str:
     timed = options.phases(args)
+    if options.foreign_formats(args):
+        with timed.phase("ingest", unit="detections") as advance:
+            store = formats.ingest_formats(args.gt, args.dt, args.store, **options.format_inputs(args),
+                                           n_shards=args.shards, run=args.run, overwrite=args.overwrite,
+                                           progress=advance, tags=api.parse_tags(args.tag))
+        return options.profiled(args, timed, f"store: {store.path} ({store.layout.n_shards} shards, runs: "
+                                             f"{', '.join(store.runs)})")
     with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
         store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
                                 overwrite=args.overwrite, progress=advance, image_metadata=args.image_metadata,
@@ -36,9 +49,9 @@ def _cmd_evaluate(args) -> str:
 
 def _cmd_add_run(args) -> str:
     timed = options.phases(args)
-    with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
-        store = api.open(args.store).add_run(args.dt, args.run, overwrite=args.overwrite, progress=advance,
-                                             tags=api.parse_tags(args.tag))
+    with timed.phase("ingest", total=formats.count_rows(args.dt, args.dt_format), unit="detections") as advance:
+        store = formats.add_run_formats(args.store, args.dt, args.run, args.dt_format, overwrite=args.overwrite,
+                                        progress=advance, tags=api.parse_tags(args.tag))
     return options.profiled(args, timed, f"store: {store.path} (runs: {', '.join(store.runs)})")
 
 
@@ -66,6 +79,7 @@ def add_coco(sub) -> None:
     coco.add_argument("--shards", type=options.positive_int, default=None,
                       help="image shards (default: ~100k detections each)")
     options.protocol_args(coco)
+    options.format_args(coco)
     coco.set_defaults(func=_cmd_coco)
 
 
@@ -85,6 +99,7 @@ def add_ingest(sub) -> None:
                              help="CSV or Parquet table keyed by image_id whose columns are added to the images")
     options.tag_args(ingest_coco)
     options.run_args(ingest_coco)
+    options.format_args(ingest_coco)
     ingest_coco.set_defaults(func=_cmd_ingest)
     voc.add_ingest_voc(ingest_sub)
     segmentation.add_ingest_partitions(ingest_sub)
@@ -106,6 +121,9 @@ def add_add_run(sub) -> None:
     add_run.add_argument("--run", required=True, help="name of the new run")
     add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
     add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
+    add_run.add_argument("--dt-format", choices=formats.DT_FORMATS, default=None,
+                         help="the detections' format (default: recognised; YOLO boxes are sized by the store's "
+                              "images)")
     options.tag_args(add_run)
     options.run_args(add_run)
 

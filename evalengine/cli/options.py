@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from evalengine import api
+from evalengine.api import formats
 from evalengine.errors import EvalEngineError, first_line
 
 STORE_HELP = "a store folder, or an s3:// or gs:// URL (credentials from the environment)"
@@ -204,3 +205,32 @@ def read_json_object(path) -> dict:
     if not isinstance(value, dict):
         raise EvalEngineError(f"{path}: expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def format_args(parser: argparse.ArgumentParser) -> None:
+    """``--gt-format``, ``--dt-format``, ``--images``, ``--names``: inputs in the formats users have (YOLO, CVAT,
+    LabelMe, OpenImages CSV; :mod:`evalengine.io.formats`), recognised from the paths unless named."""
+    parser.add_argument("--gt-format", choices=formats.GT_FORMATS, default=None,
+                        help="the ground truth's format (default: recognised: a folder with labels/ is YOLO, a .xml "
+                             "file CVAT, a folder of .json LabelMe, a CSV with ImageID,LabelName OpenImages)")
+    parser.add_argument("--dt-format", choices=formats.DT_FORMATS, default=None,
+                        help="the detections' format (default: recognised: a folder of .txt is YOLO, a CSV with "
+                             "ImageID,LabelName OpenImages, else COCO results, JSON Lines or Parquet)")
+    parser.add_argument("--images", default=None, metavar="FOLDER|TABLE",
+                        help="image sizes of normalised boxes (YOLO, OpenImages): a folder of images (headers only "
+                             "are read) or a CSV/Parquet table image,width,height (YOLO default: images/ beside labels/)")
+    parser.add_argument("--names", default=None, metavar="FILE",
+                        help="YOLO class names: data.yaml (names:) or classes.txt (default: found beside the labels)")
+
+
+def foreign_formats(args, native_gt=("coco",), native_dt=("coco",)) -> bool:
+    """Whether the ``--gt``/``--dt`` of ``args`` are in formats the command's own readers do not read (``native_*``),
+    so that :func:`evalengine.api.formats.evaluate_formats` reads them."""
+    gt_kind, dt_kind = formats.input_formats(args.gt, args.dt, args.gt_format, args.dt_format)
+    given = args.images is not None or args.names is not None  # checked there: never ignored
+    return gt_kind not in native_gt or dt_kind not in native_dt or given
+
+
+def format_inputs(args) -> dict:
+    """The format options as :func:`evalengine.api.formats.evaluate_formats` and ``ingest_formats`` take them."""
+    return {"gt_format": args.gt_format, "dt_format": args.dt_format, "images": args.images, "names": args.names}

@@ -2,6 +2,7 @@
 ``evaluate --protocol voc``."""
 
 from evalengine import api
+from evalengine.api import formats
 from evalengine.cli import options
 from evalengine.cli.options import STORE_HELP
 from evalengine.errors import EvalEngineError
@@ -32,8 +33,13 @@ def _cmd_voc(args) -> str:
     elif args.gt is None or args.dt is None:
         raise EvalEngineError("voc: --gt and --dt are needed (or --sample)")
     timed = options.phases(args)
-    evaluation = api.evaluate_voc(args.gt, args.dt, _protocol(args, args.iou), metric=args.metric, store=args.store,
-                                  n_shards=args.shards, phases=timed, **options.schedule(args))
+    if options.foreign_formats(args, native_gt=("voc", "coco"), native_dt=("voc", "coco")):  # evalengine.api.formats
+        evaluation = formats.evaluate_formats(args.gt, args.dt, _protocol(args, args.iou), **options.format_inputs(args),
+                                              metric=args.metric, store=args.store, n_shards=args.shards, phases=timed,
+                                              **options.schedule(args))
+    else:
+        evaluation = api.evaluate_voc(args.gt, args.dt, _protocol(args, args.iou), metric=args.metric,
+                                      store=args.store, n_shards=args.shards, phases=timed, **options.schedule(args))
     return options.profiled(args, timed, api.voc_output(evaluation, args.metric, args.json, args.store))
 
 
@@ -62,6 +68,7 @@ def add_voc(sub) -> None:
     voc.add_argument("--json", action="store_true",
                      help='print {"map": x, "per_class": {"<name>": {"ap", "tp", "fp", "n_gt"}}} instead of the table')
     options.run_args(voc)
+    options.format_args(voc)
     voc.set_defaults(func=_cmd_voc)
 
 

@@ -11,17 +11,22 @@ from evalengine.io.coco import CocoDataset
 from evalengine.io.validate import check_csv_header, integers, listed
 
 
-def read_image_metadata(path) -> pl.DataFrame:
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+def read_table(path: Path) -> pl.DataFrame:
+    """A user's CSV (by header, types inferred from every row) or Parquet table, or a one-line error."""
     parquet = path.suffix.lower() == ".parquet"
     if not parquet:
         check_csv_header(path)
     try:
-        frame = pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=None)
+        return pl.read_parquet(path) if parquet else pl.read_csv(path, infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"{path}: not a readable CSV or Parquet table ({first_line(exc)})") from None
+
+
+def read_image_metadata(path) -> pl.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    frame = read_table(path)
     if "image_id" not in frame.columns:
         raise InputError(f"{path}: no 'image_id' column (found {', '.join(frame.columns)})")
     frame = frame.with_row_index("__evalengine_row", offset=1)

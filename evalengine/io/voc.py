@@ -37,12 +37,12 @@ _RESULT_FIELDS = ("image", "score", "x1", "y1", "x2", "y2")
 
 
 class _Node:
-    """An XML element with where it starts (1-based line and column)."""
+    """An XML element with its attributes and where it starts (1-based line and column)."""
 
-    __slots__ = ("tag", "where", "children", "text")
+    __slots__ = ("tag", "where", "children", "text", "attributes")
 
-    def __init__(self, tag: str, where: str):
-        self.tag, self.where, self.children, self.text = tag, where, [], []
+    def __init__(self, tag: str, where: str, attributes: dict):
+        self.tag, self.where, self.children, self.text, self.attributes = tag, where, [], [], attributes
 
     def child(self, tag: str):
         return next((node for node in self.children if node.tag == tag), None)
@@ -51,7 +51,7 @@ class _Node:
         return "".join(self.text).strip()
 
 
-def _parse_xml(path: Path) -> _Node:
+def parse_xml(path: Path) -> _Node:
     """The root element of an XML file (expat; a DOCTYPE, hence any entity declaration, is refused)."""
     parser = xml.parsers.expat.ParserCreate()
     stack, roots = [], []
@@ -59,8 +59,8 @@ def _parse_xml(path: Path) -> _Node:
     def where() -> str:
         return f"line {parser.CurrentLineNumber}, column {parser.CurrentColumnNumber + 1}"
 
-    def start(tag, _attributes):
-        node = _Node(tag, where())
+    def start(tag, attributes):
+        node = _Node(tag, where(), attributes)
         (stack[-1].children if stack else roots).append(node)
         stack.append(node)
 
@@ -111,7 +111,7 @@ def _flag(path: Path, obj: _Node, what: str, number: int) -> bool | None:
 def _read_file(path: Path) -> tuple:
     """``(width, height, objects)`` of one annotation file; each object ``(name, difficult, truncated, x1, y1, x2,
     y2)``."""
-    root = _parse_xml(path)
+    root = parse_xml(path)
     if root.tag != "annotation":
         raise InputError(f"{path}: {root.where}: the root element is <{root.tag}>, expected <annotation>")
     size = root.child("size")
