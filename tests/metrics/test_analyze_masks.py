@@ -21,34 +21,32 @@ SEEDS = range(36)
 BATCHES = 4
 
 
+def _check(tmp_path, seed: int, iou_type: str) -> tuple:
+    """Our analyze of ``random_mask_dataset(seed)`` equals MATLAB's under ``iou_type``; ``(inputs, ps)``."""
+    gt, dt = random_mask_dataset(seed)
+    folder = tmp_path / str(seed)
+    folder.mkdir()
+    paths = write_inputs(folder, gt, dt)
+    inputs = (json.loads(paths[0].read_text()), json.loads(paths[1].read_text()))
+    cat_ids, ps = matlab_analyze(*inputs, iou_type=iou_type)
+    result = api.analyze(paths, protocol=api.AnalyzeProtocol(iou_type=iou_type), n_shards=1 + seed % 3).result
+    _assert_equal(result, cat_ids, ps, f"seed {seed}")
+    return inputs, ps
+
+
 @pytest.mark.parametrize("batch", range(BATCHES))
 def test_random_mask_sets_equal_matlab_analyze_on_masks(tmp_path, batch):
-    protocol = api.AnalyzeProtocol(iou_type="segm")
     differ = 0
     for seed in SEEDS[batch::BATCHES]:
-        gt, dt = random_mask_dataset(seed)
-        folder = tmp_path / str(seed)
-        folder.mkdir()
-        paths = write_inputs(folder, gt, dt)
-        cat_ids, ps = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()),
-                                     iou_type="segm")
-        _assert_equal(api.analyze(paths, protocol=protocol, n_shards=1 + seed % 3).result, cat_ids, ps, f"seed {seed}")
-        boxes = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()))[1]
-        differ += not np.array_equal(boxes, ps)
+        inputs, ps = _check(tmp_path, seed, "segm")
+        differ += not np.array_equal(matlab_analyze(*inputs)[1], ps)
     assert differ, "no dataset where masks and boxes give different curves"
 
 
 @pytest.mark.parametrize("batch", range(2))
 def test_random_mask_sets_equal_matlab_analyze_on_boundaries(tmp_path, batch):
-    protocol = api.AnalyzeProtocol(iou_type="boundary")
     for seed in range(100 + batch, 112, 2):
-        gt, dt = random_mask_dataset(seed)
-        folder = tmp_path / str(seed)
-        folder.mkdir()
-        paths = write_inputs(folder, gt, dt)
-        cat_ids, ps = matlab_analyze(json.loads(paths[0].read_text()), json.loads(paths[1].read_text()),
-                                     iou_type="boundary")
-        _assert_equal(api.analyze(paths, protocol=protocol, n_shards=1 + seed % 3).result, cat_ids, ps, f"seed {seed}")
+        _check(tmp_path, seed, "boundary")
 
 
 def test_keys_and_cli(tmp_path):
