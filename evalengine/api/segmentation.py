@@ -8,8 +8,9 @@ import polars as pl
 
 from evalengine.errors import InputError
 from evalengine.evaluation.segmentation import SegmentationEvaluation
-from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, QUADTREE_SIDES, check_same_size, ground_truth_files,
-                                      image_frames, quadtree_partition, read_ground_truth, read_label_map)
+from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, check_same_size, ground_truth_files, image_frames,
+                                      read_ground_truth, read_label_map)
+from evalengine.io.quadtree import QUADTREE_REGIONS, quadtree_partition
 from evalengine.match.partition_boundaries import PartitionBoundaryProtocol
 from evalengine.metrics.partition.combine import PR_MEASURES, check_measures
 from evalengine.metrics.partition.dataset import ods
@@ -46,7 +47,7 @@ def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shard
                       overwrite: bool = False, quadtree: bool = False):
     """A partition store from folders: ``gt_dir`` (every annotator of each image) and ``predictions``, run → a
     folder of label maps (one parameter, 0) or of sub-folders named by parameter values (a sweep); ``quadtree`` adds
-    the run ``quadtree``, SEISM's baseline at its levels (parameter: the number of regions, 1 … 1024)."""
+    the run ``quadtree``, SEISM's baseline at its parameters (the number of regions, 2 … 800)."""
     gt_dir = Path(gt_dir)
     stems = _ground_truth_stems(gt_dir)
     sweeps = {run: _sweep(Path(folder)) for run, folder in predictions.items()}
@@ -71,8 +72,8 @@ def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shard
                     check_same_size(str(path), label_map, where, annotators)
                     by_run[run][parameter] = label_map
             if quadtree:
-                by_run[QUADTREE_RUN] = {float(side * side): quadtree_partition(*annotators.shape[1:], side)
-                                        for side in QUADTREE_SIDES}
+                by_run[QUADTREE_RUN] = {float(n): quadtree_partition(*annotators.shape[1:], n)
+                                        for n in QUADTREE_REGIONS}
             yield stem, annotators, by_run
 
     n_shards = n_shards or default_shard_count(len(stems))
@@ -81,7 +82,7 @@ def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shard
     if quadtree:
         if QUADTREE_RUN in runs:
             raise InputError(f"run name '{QUADTREE_RUN}' is the quadtree baseline's")
-        runs[QUADTREE_RUN] = [float(side * side) for side in QUADTREE_SIDES]
+        runs[QUADTREE_RUN] = [float(n) for n in QUADTREE_REGIONS]
     return ingest_partition_arrays(images(), store, runs, void_label, n_shards, overwrite, provenance)
 
 

@@ -218,20 +218,3 @@ def _runs_frame(image_id: int, key: str, encoded: dict, table_schema: dict) -> p
     keys = np.repeat(np.array(list(encoded), dtype=np.int32 if table_schema[key] == pl.Int32 else np.float64), sizes)
     return pl.DataFrame({"image_id": np.full(sum(sizes), image_id, np.int64), key: keys,
                          "start": columns[0], "length": columns[1], "label": columns[2]}, schema=table_schema)
-
-
-QUADTREE_SIDES = (1, 2, 4, 8, 16, 32)  # blocks per side of SEISM's quadtree levels (1 to 1024 regions)
-
-
-def quadtree_partition(height: int, width: int, blocks_per_side: int) -> np.ndarray:
-    """SEISM's quadtree baseline (``create_quad_tree.m``) at a full level: ``blocks_per_side²`` rectangles whose
-    boundaries are a subset of ``floor(linspace(1, dim + 1, 33))`` (its 32×32 finest grid), labelled row-major."""
-    if blocks_per_side not in QUADTREE_SIDES:
-        raise InputError(f"quadtree: blocks per side must be one of {QUADTREE_SIDES}, got {blocks_per_side}")
-    step = 32 // blocks_per_side
-
-    def block_of(size: int) -> np.ndarray:
-        starts = np.floor(np.linspace(1, size + 1, 33)).astype(np.int64)[step:-1:step] - 1
-        return np.searchsorted(starts, np.arange(size), side="right")
-
-    return block_of(height)[:, None] * blocks_per_side + block_of(width)[None, :]

@@ -13,6 +13,7 @@ from evalengine import api
 from evalengine.api.segmentation import evaluate_partitions, ingest_partition_arrays, values_at_ods
 from evalengine.cli import main
 from evalengine.errors import InputError
+from evalengine.io.quadtree import QUADTREE_REGIONS
 from evalengine.metrics.partition.combine import MEASURES
 from evalengine.metrics.partition.meta import sabd
 
@@ -84,7 +85,7 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
     assert main(["fsck", str(store)]) == 0  # the match tables of partition runs are the store's
     # SABD of the human run against the quadtree baseline, each at its own ODS
     quadtree = evaluate_partitions(api.open(store), "quadtree", ["sc"])
-    assert quadtree.dataset["parameter"].to_list() == [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0]
+    assert quadtree.dataset["parameter"].to_list() == [float(n) for n in QUADTREE_REGIONS]
     human, baseline = values_at_ods(evaluation, "sc"), values_at_ods(quadtree, "sc")
     judged = human.join(baseline, on="image_id", suffix="_baseline")
     want = 1.0 - float(np.mean(judged["value"].to_numpy() < judged["value_baseline"].to_numpy()))
