@@ -1,14 +1,17 @@
 """The segmentation front door: partition stores from label-map folders or arrays, their evaluation with SEISM's
 measures, and the one-shot ``evalengine segmentation --pred DIR --gt DIR``."""
 
+import itertools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
 
 from evalengine.errors import InputError
 from evalengine.evaluation.segmentation import SegmentationEvaluation
-from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, check_same_size, ground_truth_files, image_frames,
+from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, check_same_size, ground_truth_files, image_runs,
                                       read_ground_truth, read_label_map)
 from evalengine.io.quadtree import QUADTREE_REGIONS, quadtree_partition
 from evalengine.match.partition_boundaries import PartitionBoundaryProtocol
@@ -20,15 +23,17 @@ from evalengine.store.sharding import default_shard_count
 
 SEGMENTATION_RUN = "segmentation"
 QUADTREE_RUN = "quadtree"
+ENCODE_CHUNK = 32  # images encoded at once: memory bounded by the chunk
 
 
 def ingest_partition_arrays(images, store, runs: dict, void_label=None, n_shards: int = 1, overwrite: bool = False,
                             provenance=None):
     """A partition store from arrays: ``images`` yields ``(stem, annotators (K, H, W), {run: {parameter: label
-    map}})`` per image (image ids are 1-based positions); ``runs`` maps each run to its parameters."""
+    map}})`` per image (image ids are 1-based positions); ``runs`` maps each run to its parameters. Images are
+    checked in order and encoded on every core (the run-length kernel releases the GIL), a chunk at a time."""
     from evalengine.api import open as open_store
 
-    def frames():
+    def checked():
         for image_id, (stem, annotators, predictions) in enumerate(images, 1):
             for run, by_parameter in predictions.items():
                 if set(by_parameter) != set(runs[run]):
@@ -37,9 +42,15 @@ def ingest_partition_arrays(images, store, runs: dict, void_label=None, n_shards
                 for parameter, label_map in by_parameter.items():
                     check_same_size(f"image '{stem}', run '{run}', parameter {parameter}", label_map,
                                     f"of image '{stem}'", annotators)
-            yield image_frames(image_id, stem, annotators, predictions, void_label, stem)
+            yield image_id, stem, annotators, predictions, void_label, stem
 
-    create_partition_store(store, frames(), runs, n_shards, void_label, provenance, overwrite)
+    def encoded():
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            inputs = checked()
+            while chunk := list(itertools.islice(inputs, ENCODE_CHUNK)):
+                yield from pool.map(lambda arguments: image_runs(*arguments), chunk)
+
+    create_partition_store(store, encoded(), runs, n_shards, void_label, provenance, overwrite)
     return open_store(store)
 
 
