@@ -15,20 +15,19 @@ WITH cells AS (
            sum(n) OVER (PARTITION BY protocol, run, image_id, parameter, annotator, gt_region) AS b,
            sum(n) OVER (PARTITION BY protocol, run, image_id, parameter, annotator) AS total
     FROM contingency),
-seg AS (
-    SELECT protocol, run, image_id, parameter, annotator, count(*) AS n_seg, sum(max_j * area) AS covering,
-           sum(max_n) AS max_n, -sum(area * ln(area / total)) AS entropy, sum(area * area) AS a2
-    FROM (SELECT protocol, run, image_id, parameter, annotator, seg_region, any_value(a) AS area,
+regions AS (  -- per side ('seg': the machine partition's regions, 'gt': the annotator's) and pair
+    SELECT protocol, run, image_id, parameter, annotator, side, count(*) AS n_regions,
+           sum(max_j * area) AS covering, sum(max_n) AS max_n, -sum(area * ln(area / total)) AS entropy,
+           sum(area * area) AS squares
+    FROM (SELECT protocol, run, image_id, parameter, annotator, side, region, any_value(area) AS area,
                  any_value(total)::DOUBLE AS total, max(n / (a + b - n)) AS max_j, max(n) AS max_n
-          FROM cells GROUP BY ALL)
-    GROUP BY ALL),
-gt AS (
-    SELECT protocol, run, image_id, parameter, annotator, count(*) AS n_gt, sum(max_j * area) AS covering,
-           sum(max_n) AS max_n, -sum(area * ln(area / total)) AS entropy, sum(area * area) AS b2
-    FROM (SELECT protocol, run, image_id, parameter, annotator, gt_region, any_value(b) AS area,
-                 any_value(total)::DOUBLE AS total, max(n / (a + b - n)) AS max_j, max(n) AS max_n
-          FROM cells GROUP BY ALL)
-    GROUP BY ALL),
+          FROM (SELECT *, 'seg' AS side, seg_region AS region, a AS area FROM cells
+                UNION ALL
+                SELECT *, 'gt' AS side, gt_region AS region, b AS area FROM cells)
+          GROUP BY protocol, run, image_id, parameter, annotator, side, region)
+    GROUP BY protocol, run, image_id, parameter, annotator, side),
+seg AS (SELECT * FROM regions WHERE side = 'seg'),
+gt AS (SELECT * FROM regions WHERE side = 'gt'),
 terms AS (
     SELECT protocol, run, image_id, parameter, annotator, any_value(total) AS total, sum(n * n) AS s2,
            sum(greatest((a - n) / a, (b - n) / b) * n) AS bce, sum((b - n) * n / b) AS gce_gt,
@@ -36,10 +35,11 @@ terms AS (
            sum(n * ln(total * n / a / b)) AS mi
     FROM cells GROUP BY ALL),
 counts AS (
-    SELECT t.*, seg.n_seg, gt.n_gt, seg.covering AS covering_seg, gt.covering AS covering_gt,
+    SELECT t.*, seg.n_regions AS n_seg, gt.n_regions AS n_gt, seg.covering AS covering_seg,
+           gt.covering AS covering_gt,
            seg.max_n AS max_n_seg, gt.max_n AS max_n_gt, seg.entropy AS entropy_seg, gt.entropy AS entropy_gt,
-           (t.s2 - t.total) // 2 AS n11, (seg.a2 - t.s2) // 2 AS n10, (gt.b2 - t.s2) // 2 AS n01,
-           (t.total * t.total - seg.a2 - gt.b2 + t.s2) // 2 AS n00
+           (t.s2 - t.total) // 2 AS n11, (seg.squares - t.s2) // 2 AS n10, (gt.squares - t.s2) // 2 AS n01,
+           (t.total * t.total - seg.squares - gt.squares + t.s2) // 2 AS n00
     FROM terms AS t JOIN seg USING (protocol, run, image_id, parameter, annotator)
     JOIN gt USING (protocol, run, image_id, parameter, annotator))
 SELECT protocol, run, image_id, parameter, annotator, total, n_seg, n_gt,

@@ -29,12 +29,12 @@ ENCODE_CHUNK = 32  # images encoded at once: memory bounded by the chunk
 def ingest_partition_arrays(images, store, runs: dict, void_label=None, n_shards: int = 1, overwrite: bool = False,
                             provenance=None):
     """A partition store from arrays: ``images`` yields ``(stem, annotators (K, H, W), {run: {parameter: label
-    map}})`` per image (image ids are 1-based positions); ``runs`` maps each run to its parameters. Images are
+    map}}[, where the annotators came from])`` per image (image ids are 1-based positions); ``runs`` maps each run to its parameters. Images are
     checked in order and encoded on every core (the run-length kernel releases the GIL), a chunk at a time."""
     from evalengine.api import open as open_store
 
     def checked():
-        for image_id, (stem, annotators, predictions) in enumerate(images, 1):
+        for image_id, (stem, annotators, predictions, *where) in enumerate(images, 1):
             for run, by_parameter in predictions.items():
                 if set(by_parameter) != set(runs[run]):
                     raise InputError(f"image '{stem}': run '{run}' has parameters {sorted(by_parameter)}, "
@@ -42,7 +42,7 @@ def ingest_partition_arrays(images, store, runs: dict, void_label=None, n_shards
                 for parameter, label_map in by_parameter.items():
                     check_same_size(f"image '{stem}', run '{run}', parameter {parameter}", label_map,
                                     f"of image '{stem}'", annotators)
-            yield image_id, stem, annotators, predictions, void_label, stem
+            yield image_id, stem, annotators, predictions, void_label, where[0] if where else f"image '{stem}'"
 
     def encoded():
         with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
@@ -85,7 +85,7 @@ def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shard
             if quadtree:
                 by_run[QUADTREE_RUN] = {float(n): quadtree_partition(*annotators.shape[1:], n)
                                         for n in QUADTREE_REGIONS}
-            yield stem, annotators, by_run
+            yield stem, annotators, by_run, where
 
     n_shards = n_shards or default_shard_count(len(stems))
     provenance = {"gt": gt_dir, **{run: Path(folder) for run, folder in predictions.items()}}
