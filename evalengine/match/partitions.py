@@ -14,10 +14,12 @@ import numpy as np
 import polars as pl
 
 from evalengine import schema
+from evalengine.match.partition_matching import pair_matched
 from evalengine.match.protocol import Protocol, column_array
 from evalengine.store.partitions import check_partition_run
 from evalengine.store.paths import shard_file
 
+PAIR = ["image_id", "parameter", "annotator"]  # one contingency table: a partition against one annotator
 DENSE_CELLS = 1 << 16  # a pair with at most this many (region, region) cells is accumulated densely, else sorted
 
 
@@ -27,7 +29,8 @@ class PartitionProtocol(Protocol):
     the store's, every measure is a query over the cells)."""
 
     name: ClassVar[str] = "partitions"
-    sides: ClassVar[tuple] = ("contingency",)
+    sides: ClassVar[tuple] = ("contingency", "pairs")
+    table_version: ClassVar[int] = 2  # 2: the per-pair side (bgm_distance)
 
     def shard_inputs(self, layout, run: str) -> tuple:
         check_partition_run(layout, run)
@@ -35,7 +38,8 @@ class PartitionProtocol(Protocol):
                 for k in range(layout.n_shards)], {}
 
     def match_shard(self, tables: dict, context: dict) -> dict:
-        return {"contingency": contingency(tables["seg"], tables["gt"])}
+        cells = contingency(tables["seg"], tables["gt"])
+        return {"contingency": cells, "pairs": bgm_distances(cells)}
 
 
 def contingency(seg: pl.DataFrame, gt: pl.DataFrame, dense_cells: int = DENSE_CELLS) -> pl.DataFrame:
@@ -57,6 +61,17 @@ def contingency(seg: pl.DataFrame, gt: pl.DataFrame, dense_cells: int = DENSE_CE
         "annotator": column_array(gt, "annotator", "int32")[annotator_row],
         "seg_region": seg_region, "gt_region": gt_region, "n": n,
     }, schema=schema.CONTINGENCY)
+
+
+def bgm_distances(cells: pl.DataFrame) -> pl.DataFrame:
+    """Per pair of ``cells`` (``schema.CONTINGENCY``) its ``bgm_distance`` (``schema.PARTITION_PAIRS``; spec §4.1.4,
+    :mod:`evalengine.match.partition_matching`)."""
+    cells = _sorted(cells, [*PAIR, "seg_region", "gt_region"])
+    bounds = group_bounds(cells, PAIR)
+    matched, total = pair_matched(column_array(cells, "seg_region", "int32"), column_array(cells, "gt_region", "int32"),
+                                  column_array(cells, "n"), bounds)
+    return cells[bounds[:-1]].select(*PAIR).with_columns(bgm_distance=pl.Series(total - matched)).cast(
+        schema.PARTITION_PAIRS)
 
 
 def _sorted(frame: pl.DataFrame, keys: list) -> pl.DataFrame:
