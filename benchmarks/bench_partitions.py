@@ -45,15 +45,16 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(dir=args.scratch))
     try:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         store = ingest_partition_arrays(((stem, gts, {"human": {0.0: seg}}) for stem, gts, seg in human_pairs()),
                                         folder / "store", {"human": [0.0]}, n_shards=args.shards)
-        ingested = time.perf_counter()
+        ingested, cpu_ingested = time.perf_counter(), time.process_time()
         per_image = evaluate_partitions(store, "human", CONTINGENCY_MEASURES).per_image
-        done = time.perf_counter()
+        done, cpu_done = time.perf_counter(), time.process_time()
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        print(f"evalengine: {per_image.height} pairs, {per_image.width - 3} measure columns: ingest {ingested - start:.1f} s, "
-              f"match + measures {done - ingested:.1f} s, total {done - start:.1f} s wall "
+        print(f"evalengine: {per_image.height} pairs, {per_image.width - 3} measure columns: ingest {ingested - start:.1f} s "
+              f"({cpu_ingested - cpu_start:.1f} s CPU), match + measures {done - ingested:.1f} s "
+              f"({cpu_done - cpu_ingested:.1f} s CPU), total {done - start:.1f} s wall "
               f"({usage.ru_utime + usage.ru_stime:.1f} s CPU, imports included); peak RSS {usage.ru_maxrss / 1024:.0f} MB")
         peer_start = time.perf_counter()
         for _, (_, gts, seg) in zip(range(args.peer_pairs), human_pairs()):

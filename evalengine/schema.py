@@ -284,6 +284,9 @@ SEG_PARTITIONS = {"image_id": pl.Int64, "parameter": pl.Float64, **PARTITION_RUN
 # annotator) over the valid pixels, in that order then (seg_region, gt_region)
 CONTINGENCY = {"image_id": pl.Int64, "parameter": pl.Float64, "annotator": pl.Int32, "seg_region": pl.Int32,
                "gt_region": pl.Int32, "n": pl.Int64}
+# the partition match table's per-pair side: BGM's distance (spec §4.1.4), the pixels a one-to-one region matching
+# cannot keep, solved at match time so that SQL reads it as a column
+PARTITION_PAIRS = {"image_id": pl.Int64, "parameter": pl.Float64, "annotator": pl.Int32, "bgm_distance": pl.Int64}
 # the partition boundary table (Fb, spec §4.3): per (image, parameter) the boundary kernel's four counts against all
 # the image's annotators (machine boundary pixels matched by any annotator, all of them; annotator pixels matched,
 # all of them, both summed over annotators)

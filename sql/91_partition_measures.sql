@@ -4,10 +4,14 @@
 CREATE OR REPLACE VIEW contingency AS
 SELECT * FROM read_parquet(getvariable('partitions_contingency'), hive_partitioning = true);
 
+-- partition_bgm: the match table's per-pair side, BGM's distance in pixels (solved at match time: an assignment).
+CREATE OR REPLACE VIEW partition_bgm AS
+SELECT * FROM read_parquet(getvariable('partitions_pairs'), hive_partitioning = true);
+
 -- partition_pairs: SEISM's per-table terms (mex_eval_segm.cpp, spec §4.1-4.2) of one partition against one
 -- annotator: Rand index, precision / recall for regions, covering both ways (sc: over machine regions, ssc: over
 -- GT regions), directional Hamming distances in pixels (dhd: over GT regions, sdhd: over machine regions), BCE,
--- GCE, LCE (errors) and VoI (bits), with the region counts.
+-- GCE, LCE (errors), VoI (bits) and BGM's distance in pixels (partition_bgm), with the region counts.
 CREATE OR REPLACE VIEW partition_pairs AS
 WITH cells AS (
     SELECT protocol, run, image_id, parameter, annotator, seg_region, gt_region, n,
@@ -15,20 +19,19 @@ WITH cells AS (
            sum(n) OVER (PARTITION BY protocol, run, image_id, parameter, annotator, gt_region) AS b,
            sum(n) OVER (PARTITION BY protocol, run, image_id, parameter, annotator) AS total
     FROM contingency),
-seg AS (
-    SELECT protocol, run, image_id, parameter, annotator, count(*) AS n_seg, sum(max_j * area) AS covering,
-           sum(max_n) AS max_n, -sum(area * ln(area / total)) AS entropy, sum(area * area) AS a2
-    FROM (SELECT protocol, run, image_id, parameter, annotator, seg_region, any_value(a) AS area,
+regions AS (  -- per side ('seg': the machine partition's regions, 'gt': the annotator's) and pair
+    SELECT protocol, run, image_id, parameter, annotator, side, count(*) AS n_regions,
+           sum(max_j * area) AS covering, sum(max_n) AS max_n, -sum(area * ln(area / total)) AS entropy,
+           sum(area * area) AS squares
+    FROM (SELECT protocol, run, image_id, parameter, annotator, side, region, any_value(area) AS area,
                  any_value(total)::DOUBLE AS total, max(n / (a + b - n)) AS max_j, max(n) AS max_n
-          FROM cells GROUP BY ALL)
-    GROUP BY ALL),
-gt AS (
-    SELECT protocol, run, image_id, parameter, annotator, count(*) AS n_gt, sum(max_j * area) AS covering,
-           sum(max_n) AS max_n, -sum(area * ln(area / total)) AS entropy, sum(area * area) AS b2
-    FROM (SELECT protocol, run, image_id, parameter, annotator, gt_region, any_value(b) AS area,
-                 any_value(total)::DOUBLE AS total, max(n / (a + b - n)) AS max_j, max(n) AS max_n
-          FROM cells GROUP BY ALL)
-    GROUP BY ALL),
+          FROM (SELECT *, 'seg' AS side, seg_region AS region, a AS area FROM cells
+                UNION ALL
+                SELECT *, 'gt' AS side, gt_region AS region, b AS area FROM cells)
+          GROUP BY protocol, run, image_id, parameter, annotator, side, region)
+    GROUP BY protocol, run, image_id, parameter, annotator, side),
+seg AS (SELECT * FROM regions WHERE side = 'seg'),
+gt AS (SELECT * FROM regions WHERE side = 'gt'),
 terms AS (
     SELECT protocol, run, image_id, parameter, annotator, any_value(total) AS total, sum(n * n) AS s2,
            sum(greatest((a - n) / a, (b - n) / b) * n) AS bce, sum((b - n) * n / b) AS gce_gt,
@@ -36,18 +39,20 @@ terms AS (
            sum(n * ln(total * n / a / b)) AS mi
     FROM cells GROUP BY ALL),
 counts AS (
-    SELECT t.*, seg.n_seg, gt.n_gt, seg.covering AS covering_seg, gt.covering AS covering_gt,
+    SELECT t.*, seg.n_regions AS n_seg, gt.n_regions AS n_gt, seg.covering AS covering_seg,
+           gt.covering AS covering_gt,
            seg.max_n AS max_n_seg, gt.max_n AS max_n_gt, seg.entropy AS entropy_seg, gt.entropy AS entropy_gt,
-           (t.s2 - t.total) // 2 AS n11, (seg.a2 - t.s2) // 2 AS n10, (gt.b2 - t.s2) // 2 AS n01,
-           (t.total * t.total - seg.a2 - gt.b2 + t.s2) // 2 AS n00
+           (t.s2 - t.total) // 2 AS n11, (seg.squares - t.s2) // 2 AS n10, (gt.squares - t.s2) // 2 AS n01,
+           (t.total * t.total - seg.squares - gt.squares + t.s2) // 2 AS n00, m.bgm_distance
     FROM terms AS t JOIN seg USING (protocol, run, image_id, parameter, annotator)
-    JOIN gt USING (protocol, run, image_id, parameter, annotator))
+    JOIN gt USING (protocol, run, image_id, parameter, annotator)
+    JOIN partition_bgm AS m USING (protocol, run, image_id, parameter, annotator))
 SELECT protocol, run, image_id, parameter, annotator, total, n_seg, n_gt,
        (n11 + n00)::DOUBLE / (n11 + n00 + n01 + n10) AS ri,
        CASE WHEN n11 + n10 > 0 THEN n11::DOUBLE / (n11 + n10) ELSE 'NaN'::DOUBLE END AS precision,
        CASE WHEN n11 + n01 > 0 THEN n11::DOUBLE / (n11 + n01) ELSE 'NaN'::DOUBLE END AS recall,
        covering_seg / total AS sc, covering_gt / total AS ssc,
-       total - max_n_gt AS dhd_distance, total - max_n_seg AS sdhd_distance,
+       total - max_n_gt AS dhd_distance, total - max_n_seg AS sdhd_distance, bgm_distance,
        bce / total AS bce, least(gce_gt, gce_seg) / total AS gce, lce / total AS lce,
        entropy_seg / ln(2) / total + entropy_gt / ln(2) / total - 2 * (mi / ln(2) / total) AS voi
 FROM counts;
@@ -70,9 +75,10 @@ WHERE false;
 
 -- partition_measures: per (run, image, parameter) the SEISM measures that are aggregations of the contingency
 -- table, with its multi-GT conventions (the mean over annotators; similarities 1 - mean error, 1 - mean distance / n;
--- vd = (dhd + sdhd) / 2; fr = F of the mean precision and recall), and fb with its counts from partition_fb (one row
--- per boundary protocol key fb_protocol of the run; NULL without one). bgm (an assignment) and fop (a
--- classification) come from the Python API (evalengine.api.segmentation).
+-- vd = (dhd + sdhd) / 2; fr = F of the mean precision and recall; bgm from the distances solved at match time), and fb
+-- with its counts from partition_fb (one row per boundary protocol key fb_protocol of the run; NULL without one). fop
+-- (a classification whose 99 % area cut follows SEISM's running double sum) comes from the Python API
+-- (evalengine.api.segmentation).
 CREATE OR REPLACE VIEW partition_measures AS
 WITH per_image AS (
     SELECT protocol, run, image_id, parameter, avg(sc) AS sc, avg(ssc) AS ssc, avg(ri) AS pri, avg(voi) AS voi,
@@ -80,6 +86,7 @@ WITH per_image AS (
                     ELSE 1.0 - voi / (2.0 * ln(greatest(n_seg, n_gt)) / ln(2)) END) AS nvoi,
            1.0 - avg(bce) AS bce, 1.0 - avg(gce) AS gce, 1.0 - avg(lce) AS lce,
            1.0 - avg(dhd_distance) / any_value(total) AS dhd, 1.0 - avg(sdhd_distance) / any_value(total) AS sdhd,
+           1.0 - avg(bgm_distance) / any_value(total) AS bgm,
            avg(precision) AS fr_precision, avg(recall) AS fr_recall
     FROM partition_pairs GROUP BY ALL)
 SELECT p.*, 0.5 * (dhd + sdhd) AS vd,
@@ -96,7 +103,7 @@ CREATE OR REPLACE VIEW dataset_measures AS
 WITH pooled AS (
     SELECT protocol, run, fb_protocol, parameter, count(*) AS n_images, avg(sc) AS sc, avg(ssc) AS ssc,
            avg(pri) AS pri, avg(voi) AS voi, avg(nvoi) AS nvoi, avg(bce) AS bce, avg(gce) AS gce, avg(lce) AS lce,
-           avg(dhd) AS dhd, avg(sdhd) AS sdhd, avg(vd) AS vd, avg(fr_precision) AS fr_precision,
+           avg(dhd) AS dhd, avg(sdhd) AS sdhd, avg(vd) AS vd, avg(bgm) AS bgm, avg(fr_precision) AS fr_precision,
            avg(fr_recall) AS fr_recall,
            CASE WHEN avg(fr_precision) + avg(fr_recall) > 0
                 THEN 2 * avg(fr_precision) * avg(fr_recall) / (avg(fr_precision) + avg(fr_recall)) ELSE 0.0 END AS fr,

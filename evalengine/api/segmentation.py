@@ -1,15 +1,19 @@
 """The segmentation front door: partition stores from label-map folders or arrays, their evaluation with SEISM's
 measures, and the one-shot ``evalengine segmentation --pred DIR --gt DIR``."""
 
+import itertools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
 
 from evalengine.errors import InputError
 from evalengine.evaluation.segmentation import SegmentationEvaluation
-from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, QUADTREE_SIDES, check_same_size, ground_truth_files,
-                                      image_frames, quadtree_partition, read_ground_truth, read_label_map)
+from evalengine.io.partitions import (LABEL_MAP_SUFFIXES, check_same_size, ground_truth_files, image_runs,
+                                      read_ground_truth, read_label_map)
+from evalengine.io.quadtree import QUADTREE_REGIONS, quadtree_partition
 from evalengine.match.partition_boundaries import PartitionBoundaryProtocol
 from evalengine.metrics.partition.combine import PR_MEASURES, check_measures
 from evalengine.metrics.partition.dataset import ods
@@ -19,16 +23,18 @@ from evalengine.store.sharding import default_shard_count
 
 SEGMENTATION_RUN = "segmentation"
 QUADTREE_RUN = "quadtree"
+ENCODE_CHUNK = 32  # images encoded at once: memory bounded by the chunk
 
 
 def ingest_partition_arrays(images, store, runs: dict, void_label=None, n_shards: int = 1, overwrite: bool = False,
                             provenance=None):
     """A partition store from arrays: ``images`` yields ``(stem, annotators (K, H, W), {run: {parameter: label
-    map}})`` per image (image ids are 1-based positions); ``runs`` maps each run to its parameters."""
+    map}}[, where the annotators came from])`` per image (image ids are 1-based positions); ``runs`` maps each run to its parameters. Images are
+    checked in order and encoded on every core (the run-length kernel releases the GIL), a chunk at a time."""
     from evalengine.api import open as open_store
 
-    def frames():
-        for image_id, (stem, annotators, predictions) in enumerate(images, 1):
+    def checked():
+        for image_id, (stem, annotators, predictions, *where) in enumerate(images, 1):
             for run, by_parameter in predictions.items():
                 if set(by_parameter) != set(runs[run]):
                     raise InputError(f"image '{stem}': run '{run}' has parameters {sorted(by_parameter)}, "
@@ -36,9 +42,15 @@ def ingest_partition_arrays(images, store, runs: dict, void_label=None, n_shards
                 for parameter, label_map in by_parameter.items():
                     check_same_size(f"image '{stem}', run '{run}', parameter {parameter}", label_map,
                                     f"of image '{stem}'", annotators)
-            yield image_frames(image_id, stem, annotators, predictions, void_label, stem)
+            yield image_id, stem, annotators, predictions, void_label, where[0] if where else f"image '{stem}'"
 
-    create_partition_store(store, frames(), runs, n_shards, void_label, provenance, overwrite)
+    def encoded():
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+            inputs = checked()
+            while chunk := list(itertools.islice(inputs, ENCODE_CHUNK)):
+                yield from pool.map(lambda arguments: image_runs(*arguments), chunk)
+
+    create_partition_store(store, encoded(), runs, n_shards, void_label, provenance, overwrite)
     return open_store(store)
 
 
@@ -46,7 +58,7 @@ def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shard
                       overwrite: bool = False, quadtree: bool = False):
     """A partition store from folders: ``gt_dir`` (every annotator of each image) and ``predictions``, run → a
     folder of label maps (one parameter, 0) or of sub-folders named by parameter values (a sweep); ``quadtree`` adds
-    the run ``quadtree``, SEISM's baseline at its levels (parameter: the number of regions, 1 … 1024)."""
+    the run ``quadtree``, SEISM's baseline at its parameters (the number of regions, 2 … 800)."""
     gt_dir = Path(gt_dir)
     stems = _ground_truth_stems(gt_dir)
     sweeps = {run: _sweep(Path(folder)) for run, folder in predictions.items()}
@@ -71,9 +83,9 @@ def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shard
                     check_same_size(str(path), label_map, where, annotators)
                     by_run[run][parameter] = label_map
             if quadtree:
-                by_run[QUADTREE_RUN] = {float(side * side): quadtree_partition(*annotators.shape[1:], side)
-                                        for side in QUADTREE_SIDES}
-            yield stem, annotators, by_run
+                by_run[QUADTREE_RUN] = {float(n): quadtree_partition(*annotators.shape[1:], n)
+                                        for n in QUADTREE_REGIONS}
+            yield stem, annotators, by_run, where
 
     n_shards = n_shards or default_shard_count(len(stems))
     provenance = {"gt": gt_dir, **{run: Path(folder) for run, folder in predictions.items()}}
@@ -81,7 +93,7 @@ def ingest_partitions(gt_dir, predictions: dict, store, void_label=None, n_shard
     if quadtree:
         if QUADTREE_RUN in runs:
             raise InputError(f"run name '{QUADTREE_RUN}' is the quadtree baseline's")
-        runs[QUADTREE_RUN] = [float(side * side) for side in QUADTREE_SIDES]
+        runs[QUADTREE_RUN] = [float(n) for n in QUADTREE_REGIONS]
     return ingest_partition_arrays(images(), store, runs, void_label, n_shards, overwrite, provenance)
 
 

@@ -39,7 +39,7 @@ def add_ingest_partitions(ingest_sub) -> None:
     ingest.add_argument("--store", required=True, help=options.STORE_HELP)
     ingest.add_argument("--void-label", type=int, default=None, metavar="L", help=VOID_HELP)
     ingest.add_argument("--quadtree", action="store_true",
-                        help="add the run 'quadtree': SEISM's baseline at 1, 4, … 1024 regions (SABD)")
+                        help="add the run 'quadtree': SEISM's baseline at its 17 parameters, 2 … 800 regions (SABD)")
     ingest.add_argument("--shards", type=options.positive_int, default=None)
     ingest.add_argument("--overwrite", action="store_true", help="replace an existing store")
     ingest.set_defaults(func=_cmd_ingest)

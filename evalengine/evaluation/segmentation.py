@@ -46,7 +46,8 @@ class SegmentationEvaluation:
         """One row per image and parameter: ``image_id``, ``file_name`` (the label map's stem), ``parameter`` and
         the measures' columns (``fr``, ``fr_precision``, ``fr_recall``, …; with ``fb`` its four counts)."""
         shards = [image_measures(pl.read_parquet(str(shard_file(self.match_dir / "contingency", k))),
-                                 self.measures, self.objects, self._boundary_shard(k))
+                                 self.measures, self.objects, self._boundary_shard(k),
+                                 pl.read_parquet(str(shard_file(self.match_dir / "pairs", k))))
                   for k in range(self.layout.n_shards)]
         names = self.layout.read("images", ["image_id", "file_name"])
         return (pl.concat(shards).join(names, on="image_id", how="left")

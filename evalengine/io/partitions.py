@@ -164,74 +164,75 @@ def encode_partition(label_map: np.ndarray, void: np.ndarray | None = None) -> t
 
 @numba.njit(cache=True, nogil=True)
 def _encode(label_map, low, n_codes, void, has_void):
+    """One row-major pass (contiguous reads): a label is looked up only where it differs from its left neighbour (a
+    region first appears there), and a column-major run starts where a pixel differs from the one above it (row 0:
+    from the last pixel of the previous column); the starts, met row by row, are then placed column by column."""
     h, w = label_map.shape
     region_of = np.full(n_codes, -1, np.int32)
-    ids = np.empty((h, w), np.int32)
+    per_column = np.zeros(w + 1, np.int64)
+    start_y = np.empty(h * w, np.int32)
+    start_x = np.empty(h * w, np.int32)
+    start_code = np.empty(h * w, np.int64)
+    above = np.empty(w, np.int64)  # the codes of the previous row (code: label − low, -1 void)
     n_regions = 0
+    m = 0
     for y in range(h):
+        left = np.int64(-2)
         for x in range(w):
-            if has_void and void[y, x]:
-                ids[y, x] = VOID
-                continue
-            code = np.int64(label_map[y, x]) - low
-            if region_of[code] < 0:
+            code = np.int64(-1) if has_void and void[y, x] else np.int64(label_map[y, x]) - low
+            if code != left and code >= 0 and region_of[code] < 0:
                 region_of[code] = n_regions
                 n_regions += 1
-            ids[y, x] = region_of[code]
-    start = np.empty(h * w, np.int64)
-    length = np.empty(h * w, np.int64)
-    label = np.empty(h * w, np.int32)
-    n_runs = 0
-    previous = ids[0, 0]
-    run_start = 0
+            left = code
+            if y > 0 and code == above[x]:
+                continue
+            above[x] = code
+            if y == 0 and x > 0:
+                last = np.int64(-1) if has_void and void[h - 1, x - 1] else np.int64(label_map[h - 1, x - 1]) - low
+                if code == last:
+                    continue
+            start_y[m], start_x[m], start_code[m] = y, x, code
+            per_column[x + 1] += 1
+            m += 1
     for x in range(w):
-        for y in range(h):
-            value = ids[y, x]
-            if value != previous:
-                i = x * h + y
-                start[n_runs], length[n_runs], label[n_runs] = run_start, i - run_start, previous
-                n_runs += 1
-                run_start, previous = i, value
-    start[n_runs], length[n_runs], label[n_runs] = run_start, h * w - run_start, previous
-    n_runs += 1
-    return start[:n_runs].copy(), length[:n_runs].copy(), label[:n_runs].copy(), n_regions
+        per_column[x + 1] += per_column[x]
+    start = np.empty(m, np.int64)
+    label = np.empty(m, np.int32)
+    for k in range(m):  # counting sort by column; rows stay increasing within a column
+        x = start_x[k]
+        at = per_column[x]
+        per_column[x] += 1
+        start[at] = np.int64(x) * h + start_y[k]
+        label[at] = VOID if start_code[k] < 0 else region_of[start_code[k]]
+    length = np.empty(m, np.int64)
+    length[:-1] = start[1:] - start[:-1]
+    length[-1] = h * w - start[-1]
+    return start, length, label, n_regions
 
 
-def image_frames(image_id: int, stem: str, annotators: np.ndarray, predictions: dict, void_label=None,
-                 gt_where: str = "") -> tuple:
+def image_runs(image_id: int, stem: str, annotators: np.ndarray, predictions: dict, void_label=None,
+               gt_where: str = "") -> tuple:
     """One image as the store holds it: ``(image row, ground-truth runs, {run: partition runs})``, where
-    ``predictions`` maps a run to ``{parameter: label map}`` (each of the ground truth's size, already checked)."""
+    ``predictions`` maps a run to ``{parameter: label map}`` (each of the ground truth's size, already checked) and
+    runs are column arrays (:func:`runs_frame` makes a table of many)."""
     void = void_mask(gt_where or stem, annotators, void_label)
-    gt = _runs_frame(image_id, "annotator", {k: encode_partition(m, void) for k, m in enumerate(annotators, 1)},
-                     schema.GT_PARTITIONS)
-    runs = {run: _runs_frame(image_id, "parameter", {p: encode_partition(m) for p, m in sorted(by_parameter.items())},
-                             schema.SEG_PARTITIONS)
+    gt = _runs(image_id, "annotator", {k: encode_partition(m, void) for k, m in enumerate(annotators, 1)})
+    runs = {run: _runs(image_id, "parameter", {p: encode_partition(m) for p, m in sorted(by_parameter.items())})
             for run, by_parameter in predictions.items()}
     height, width = annotators.shape[1:]
     return (image_id, width, height, stem, len(annotators)), gt, runs
 
 
-def _runs_frame(image_id: int, key: str, encoded: dict, table_schema: dict) -> pl.DataFrame:
-    """The runs of several partitions of one image (``{key value: encoded}``) as one frame of ``table_schema``."""
+def _runs(image_id: int, key: str, encoded: dict) -> dict:
+    """The runs of several partitions of one image (``{key value: encoded}``) as columns."""
     sizes = [runs[0].size for runs in encoded.values()]
     columns = [np.concatenate([runs[c] for runs in encoded.values()]) for c in range(3)]
-    keys = np.repeat(np.array(list(encoded), dtype=np.int32 if table_schema[key] == pl.Int32 else np.float64), sizes)
-    return pl.DataFrame({"image_id": np.full(sum(sizes), image_id, np.int64), key: keys,
-                         "start": columns[0], "length": columns[1], "label": columns[2]}, schema=table_schema)
+    return {"image_id": np.full(sum(sizes), image_id, np.int64), key: np.repeat(np.array(list(encoded)), sizes),
+            "start": columns[0], "length": columns[1], "label": columns[2]}
 
 
-QUADTREE_SIDES = (1, 2, 4, 8, 16, 32)  # blocks per side of SEISM's quadtree levels (1 to 1024 regions)
-
-
-def quadtree_partition(height: int, width: int, blocks_per_side: int) -> np.ndarray:
-    """SEISM's quadtree baseline (``create_quad_tree.m``) at a full level: ``blocks_per_side²`` rectangles whose
-    boundaries are a subset of ``floor(linspace(1, dim + 1, 33))`` (its 32×32 finest grid), labelled row-major."""
-    if blocks_per_side not in QUADTREE_SIDES:
-        raise InputError(f"quadtree: blocks per side must be one of {QUADTREE_SIDES}, got {blocks_per_side}")
-    step = 32 // blocks_per_side
-
-    def block_of(size: int) -> np.ndarray:
-        starts = np.floor(np.linspace(1, size + 1, 33)).astype(np.int64)[step:-1:step] - 1
-        return np.searchsorted(starts, np.arange(size), side="right")
-
-    return block_of(height)[:, None] * blocks_per_side + block_of(width)[None, :]
+def runs_frame(runs: list, table_schema: dict) -> pl.DataFrame:
+    """One frame of ``table_schema`` (``schema.GT_PARTITIONS`` or ``schema.SEG_PARTITIONS``) from the runs of many
+    images (:func:`image_runs`), in that order."""
+    return pl.DataFrame({name: np.concatenate([columns[name] for columns in runs]) if runs else []
+                         for name in table_schema}, schema=table_schema)

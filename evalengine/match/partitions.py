@@ -14,10 +14,12 @@ import numpy as np
 import polars as pl
 
 from evalengine import schema
+from evalengine.match.partition_matching import pair_matched
 from evalengine.match.protocol import Protocol, column_array
 from evalengine.store.partitions import check_partition_run
 from evalengine.store.paths import shard_file
 
+PAIR = ["image_id", "parameter", "annotator"]  # one contingency table: a partition against one annotator
 DENSE_CELLS = 1 << 16  # a pair with at most this many (region, region) cells is accumulated densely, else sorted
 
 
@@ -27,7 +29,8 @@ class PartitionProtocol(Protocol):
     the store's, every measure is a query over the cells)."""
 
     name: ClassVar[str] = "partitions"
-    sides: ClassVar[tuple] = ("contingency",)
+    sides: ClassVar[tuple] = ("contingency", "pairs")
+    table_version: ClassVar[int] = 2  # 2: the per-pair side (bgm_distance)
 
     def shard_inputs(self, layout, run: str) -> tuple:
         check_partition_run(layout, run)
@@ -35,7 +38,8 @@ class PartitionProtocol(Protocol):
                 for k in range(layout.n_shards)], {}
 
     def match_shard(self, tables: dict, context: dict) -> dict:
-        return {"contingency": contingency(tables["seg"], tables["gt"])}
+        cells = contingency(tables["seg"], tables["gt"])
+        return {"contingency": cells, "pairs": bgm_distances(cells)}
 
 
 def contingency(seg: pl.DataFrame, gt: pl.DataFrame, dense_cells: int = DENSE_CELLS) -> pl.DataFrame:
@@ -57,6 +61,17 @@ def contingency(seg: pl.DataFrame, gt: pl.DataFrame, dense_cells: int = DENSE_CE
         "annotator": column_array(gt, "annotator", "int32")[annotator_row],
         "seg_region": seg_region, "gt_region": gt_region, "n": n,
     }, schema=schema.CONTINGENCY)
+
+
+def bgm_distances(cells: pl.DataFrame) -> pl.DataFrame:
+    """Per pair of ``cells`` (``schema.CONTINGENCY``) its ``bgm_distance`` (``schema.PARTITION_PAIRS``; spec §4.1.4,
+    :mod:`evalengine.match.partition_matching`)."""
+    cells = _sorted(cells, [*PAIR, "seg_region", "gt_region"])
+    bounds = group_bounds(cells, PAIR)
+    matched, total = pair_matched(column_array(cells, "seg_region", "int32"), column_array(cells, "gt_region", "int32"),
+                                  column_array(cells, "n"), bounds)
+    return cells[bounds[:-1]].select(*PAIR).with_columns(bgm_distance=pl.Series(total - matched)).cast(
+        schema.PARTITION_PAIRS)
 
 
 def _sorted(frame: pl.DataFrame, keys: list) -> pl.DataFrame:
@@ -87,10 +102,9 @@ def _cells(seg_image, seg_start, seg_len, seg_label, seg_groups, gt_image, gt_st
            dense_cells):
     """Merge each machine partition's runs with each annotator's runs of its image; aggregate equal cells."""
     n_seg, n_gt = seg_groups.size - 1, gt_groups.size - 1
-    # first pass: gt groups of each seg group (both sorted by image) and a bound on the pieces
+    # gt groups of each seg group (both sorted by image)
     first_gt = np.empty(n_seg, np.int64)
     last_gt = np.empty(n_seg, np.int64)
-    bound = 0
     g = 0
     for s in range(n_seg):
         image = seg_image[seg_groups[s]]
@@ -100,13 +114,13 @@ def _cells(seg_image, seg_start, seg_len, seg_label, seg_groups, gt_image, gt_st
         while end < n_gt and gt_image[gt_groups[end]] == image:
             end += 1
         first_gt[s], last_gt[s] = g, end
-        for a in range(g, end):
-            bound += (seg_groups[s + 1] - seg_groups[s]) + (gt_groups[a + 1] - gt_groups[a])
-    out_seg_row = np.empty(bound, np.int64)
-    out_gt_row = np.empty(bound, np.int64)
-    out_i = np.empty(bound, np.int32)
-    out_j = np.empty(bound, np.int32)
-    out_n = np.empty(bound, np.int64)
+    # the cells are far fewer than the run pieces: outputs grow by doubling, memory follows the cells
+    capacity = 1024
+    out_seg_row = np.empty(capacity, np.int64)
+    out_gt_row = np.empty(capacity, np.int64)
+    out_i = np.empty(capacity, np.int32)
+    out_j = np.empty(capacity, np.int32)
+    out_n = np.empty(capacity, np.int64)
     count = 0
     piece_i = np.empty(0, np.int32)
     piece_j = np.empty(0, np.int32)
@@ -137,6 +151,13 @@ def _cells(seg_image, seg_start, seg_len, seg_label, seg_groups, gt_image, gt_st
                     i += 1
                 if end_j <= end_i:
                     j += 1
+            if count + m > capacity:  # a pair adds at most m cells
+                capacity = max(2 * capacity, count + m)
+                out_seg_row = _grown(out_seg_row, count, capacity)
+                out_gt_row = _grown(out_gt_row, count, capacity)
+                out_i = _grown(out_i, count, capacity)
+                out_j = _grown(out_j, count, capacity)
+                out_n = _grown(out_n, count, capacity)
             if n_rows * n_cols <= dense_cells:
                 dense = np.zeros(n_rows * n_cols, np.int64)
                 for p in range(m):
@@ -160,3 +181,11 @@ def _cells(seg_image, seg_start, seg_len, seg_label, seg_groups, gt_image, gt_st
                     out_i[count], out_j[count], out_n[count] = key // n_cols, key % n_cols, total
                     count += 1
     return out_seg_row[:count], out_gt_row[:count], out_i[:count], out_j[:count], out_n[:count]
+
+
+@numba.njit(cache=True, nogil=True)
+def _grown(array, used, capacity):
+    """``array``'s first ``used`` values in a new array of ``capacity``."""
+    grown = np.empty(capacity, array.dtype)
+    grown[:used] = array[:used]
+    return grown

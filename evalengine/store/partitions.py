@@ -16,10 +16,12 @@ The box tables (``gt``, ``categories``, ``runs``) exist and are empty, so that e
 import json
 from datetime import datetime, timezone
 
+import numpy as np
 import polars as pl
 
 from evalengine import __version__, schema
 from evalengine.errors import StoreError
+from evalengine.io.partitions import runs_frame
 from evalengine.store.build import replaced_store
 from evalengine.store.commit import atomic_folder
 from evalengine.store.layout import StoreLayout, open_layout
@@ -35,8 +37,8 @@ IMAGES = {**{k: v for k, v in schema.IMAGES.items() if k != "shard"}, "n_annotat
 
 def create_partition_store(path, images, runs: dict, n_shards: int = 1, void_label=None, provenance=None,
                            overwrite: bool = False, tags: dict | None = None) -> StoreLayout:
-    """Write a partition store from ``images``: an iterable of ``(image row, gt frame, {run: frame})`` per image
-    (rows of :data:`IMAGES`, frames of ``schema.GT_PARTITIONS`` / ``schema.SEG_PARTITIONS``); ``runs`` maps each
+    """Write a partition store from ``images``: an iterable of ``(image row, gt runs, {run: runs})`` per image
+    (rows of :data:`IMAGES`, runs as :func:`evalengine.io.partitions.image_runs` gives them); ``runs`` maps each
     run to its parameters."""
     for run in runs:
         check_name("run", run)
@@ -73,6 +75,7 @@ def create_partition_store(path, images, runs: dict, n_shards: int = 1, void_lab
 
 def _write_partitions(paths: StorePaths, images, runs: dict, n_shards: int) -> list:
     rows = []
+    tables = {None: schema.GT_PARTITIONS, **{run: schema.SEG_PARTITIONS for run in runs}}
     writers = {None: ShardWriter(paths.gt_partitions, n_shards, schema.GT_PARTITIONS)}
     writers.update({run: ShardWriter(paths.partitions(run), n_shards, schema.SEG_PARTITIONS) for run in runs})
     pending = {key: [] for key in writers}
@@ -80,11 +83,11 @@ def _write_partitions(paths: StorePaths, images, runs: dict, n_shards: int) -> l
         for row, gt, predictions in images:
             rows.append(row)
             pending[None].append(gt)
-            for run, frame in predictions.items():
-                pending[run].append(frame)
+            for run, columns in predictions.items():
+                pending[run].append(columns)
             if len(rows) % BATCH_IMAGES == 0:
-                _flush(writers, pending)
-        _flush(writers, pending)
+                _flush(writers, pending, tables, n_shards)
+        _flush(writers, pending, tables, n_shards)
         for writer in writers.values():
             writer.close()
     except BaseException as exc:
@@ -94,11 +97,14 @@ def _write_partitions(paths: StorePaths, images, runs: dict, n_shards: int) -> l
     return rows
 
 
-def _flush(writers: dict, pending: dict) -> None:
-    for key, frames in pending.items():
-        if frames:
-            writers[key].write(pl.concat(frames))
-            frames.clear()
+def _flush(writers: dict, pending: dict, tables: dict, n_shards: int) -> None:
+    """One frame per table of the pending images, in shard order (image order within a shard), so the writer
+    slices it without a gather."""
+    for key, images in pending.items():
+        if images:
+            shards = shard_of(np.array([columns["image_id"][0] for columns in images], np.int64), n_shards)
+            writers[key].write(runs_frame([images[i] for i in np.argsort(shards, kind="stable")], tables[key]))
+            images.clear()
 
 
 def partition_runs(layout) -> dict:

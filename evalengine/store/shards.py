@@ -57,9 +57,11 @@ class ShardWriter:
     def write(self, frame: pl.DataFrame) -> None:
         """Append ``frame``, each row to the shard of its ``image_id``."""
         shards = shard_of(frame.get_column("image_id").to_numpy(), self.n_shards)
-        order = np.argsort(shards, kind="stable")
-        bounds = np.searchsorted(shards[order], np.arange(self.n_shards + 1))
-        table = frame[order].to_arrow().cast(self.arrow_schema)
+        if not (shards[1:] >= shards[:-1]).all():  # a frame already in shard order is sliced as it is
+            order = np.argsort(shards, kind="stable")
+            frame, shards = frame[order], shards[order]
+        bounds = np.searchsorted(shards, np.arange(self.n_shards + 1))
+        table = frame.to_arrow().cast(self.arrow_schema)
         nonempty = np.flatnonzero(np.diff(bounds))
         for k in nonempty:
             if k not in self.writers:

@@ -350,6 +350,25 @@ def invocations(dataset: str) -> list:
              "--perturbation", "scale:1.1", "--reference", "proposals", "--tag", "model=fake"),
         _inv("add-proposals-perturbation-tag-error", "add-proposals", P, "--run", "x", "--proposals", "{props}",
              "--tag", "perturbation=blur"),
+        # segmentation (partition measures, SEISM) on small generated label maps (write_segmentation_files)
+        _inv("segmentation", "segmentation", "--pred", "{tmp}/seg/pred", "--gt", "{tmp}/seg/gt"),
+        _inv("segmentation-json-fb-contour", "segmentation", "--pred", "{tmp}/seg/pred", "--gt", "{tmp}/seg/gt",
+             "--measures", "fop", "fr", "fb", "sc", "--fb-grid", "contour", "--fb-outliers", "complete", "--json"),
+        _inv("segmentation-void-label", "segmentation", "--pred", "{tmp}/seg/pred", "--gt", "{tmp}/seg/gt",
+             "--void-label", "0", "--measures", "pri", "voi", "bgm", "--json"),
+        _inv("ingest-partitions", "ingest", "partitions", "--gt", "{tmp}/seg/gt", "--pred", "human={tmp}/seg/pred",
+             "sweep={tmp}/seg/sweep", "--store", "{tmp}/part-store", "--shards", "2", "--quadtree"),
+        _inv("evaluate-partitions-sweep", "evaluate", "{tmp}/part-store", "--protocol", "partitions", "--run", "sweep",
+             "--measures", "fop", "fr", "pri", "sc"),
+        _inv("sql-partition-dataset-measures", "sql", "{tmp}/part-store",
+             "SELECT run, parameter, round(sc, 6) AS sc, round(pri, 6) AS pri, round(fr, 6) AS fr "
+             "FROM dataset_measures ORDER BY ALL"),
+        _inv("segmentation-size-error", "segmentation", "--pred", "{tmp}/seg/pred-size", "--gt", "{tmp}/seg/gt"),
+        _inv("segmentation-alpha-error", "segmentation", "--pred", "{tmp}/seg/pred-alpha", "--gt", "{tmp}/seg/gt"),
+        _inv("segmentation-void-differs-error", "segmentation", "--pred", "{tmp}/seg/pred", "--gt",
+             "{tmp}/seg/gt-void", "--void-label", "0"),
+        _inv("segmentation-unknown-measure-error", "segmentation", "--pred", "{tmp}/seg/pred", "--gt", "{tmp}/seg/gt",
+             "--measures", "fbt"),
     ]
     return [inv for inv in every if dataset in inv.datasets]
 
@@ -436,6 +455,34 @@ def write_helper_files(gt_path: Path, dt_path: Path, tmp: Path) -> None:
             out.writerows(kept)
     (tmp / "empty.json").write_text("[]")
     (tmp / "broken.json").write_text('[{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3')
+    write_segmentation_files(tmp / "seg")
+
+
+def write_segmentation_files(folder: Path) -> None:
+    """Label maps of three 24×32 images (seeded blocks): ``gt/<stem>.npy`` (2 annotators, label 0 on a border
+    strip), ``pred/<stem>.png`` (8-bit grey), a two-parameter ``sweep/``; and broken copies: a map of another size,
+    an RGBA PNG, annotators whose void pixels differ."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(15)
+    for name in ("gt", "pred", "sweep/0.5", "sweep/1.5", "pred-size", "pred-alpha", "gt-void"):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    for stem in ("a", "b", "c"):
+        blocks = [np.kron(rng.integers(1, 5, (3, 4)), np.ones((8, 8), np.int64)) for _ in range(3)]
+        annotators = np.stack(blocks[:2])
+        annotators[:, :2, :] = 0  # the void strip of --void-label 0
+        np.save(folder / "gt" / f"{stem}.npy", annotators)
+        differs = annotators.copy()
+        differs[1, 2, :] = 0
+        np.save(folder / "gt-void" / f"{stem}.npy", differs)
+        Image.fromarray(blocks[2].astype(np.uint8)).save(folder / "pred" / f"{stem}.png")
+        Image.fromarray(blocks[2][:, :30].astype(np.uint8) if stem == "b" else blocks[2].astype(np.uint8)).save(
+            folder / "pred-size" / f"{stem}.png")
+        alpha = np.dstack([blocks[2].astype(np.uint8)] * 3 + [np.full((24, 32), 255, np.uint8)])
+        Image.fromarray(alpha if stem == "c" else blocks[2].astype(np.uint8)).save(folder / "pred-alpha" / f"{stem}.png")
+        np.save(folder / "sweep" / "0.5" / f"{stem}.npy", blocks[0])
+        np.save(folder / "sweep" / "1.5" / f"{stem}.npy", blocks[2] // 2)
 
 
 # -- running and normalising ---------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 partition store: the SEISM demo's numbers through every door, and bad input as one located line."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ from evalengine import api
 from evalengine.api.segmentation import evaluate_partitions, ingest_partition_arrays, values_at_ods
 from evalengine.cli import main
 from evalengine.errors import InputError
+from evalengine.io.quadtree import QUADTREE_REGIONS
 from evalengine.metrics.partition.combine import MEASURES
 from evalengine.metrics.partition.meta import sabd
 
@@ -70,7 +73,7 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
     python = {row["file_name"]: row for row in evaluation.per_image.iter_rows(named=True)}
     sql = api.open(store).sql("SELECT * FROM partition_measures WHERE run = 'human'")
     columns = [c for c in sql.columns if c in python["demo"] and c not in ("image_id", "file_name", "parameter")]
-    assert len(columns) == 21  # every aggregation measure, fr's and fb's precision and recall, fb's counts
+    assert len(columns) == 22 and "bgm" in columns  # every measure but fop, fr's and fb's P and R, fb's counts
     for row in sql.iter_rows(named=True):
         for column in columns:
             assert row[column] == pytest.approx(python[row["file_name"]][column], abs=1e-12, rel=0), column
@@ -84,14 +87,15 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
     assert main(["fsck", str(store)]) == 0  # the match tables of partition runs are the store's
     # SABD of the human run against the quadtree baseline, each at its own ODS
     quadtree = evaluate_partitions(api.open(store), "quadtree", ["sc"])
-    assert quadtree.dataset["parameter"].to_list() == [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0]
+    assert quadtree.dataset["parameter"].to_list() == [float(n) for n in QUADTREE_REGIONS]
     human, baseline = values_at_ods(evaluation, "sc"), values_at_ods(quadtree, "sc")
     judged = human.join(baseline, on="image_id", suffix="_baseline")
     want = 1.0 - float(np.mean(judged["value"].to_numpy() < judged["value_baseline"].to_numpy()))
     assert sabd(human.with_columns(method=pl.lit("human")), baseline.with_columns(baseline=pl.lit("q"))) == want
 
 
-def _bad(tmp_path, pred_arrays: dict, gt_arrays: dict, *extra) -> str:
+def _bad(tmp_path, pred_arrays: dict, gt_arrays: dict, *extra, run=None) -> str:
+    """``evalengine segmentation`` on these files; in-process by default, else ``run(argv)``."""
     pred, gt = tmp_path / "p", tmp_path / "g"
     pred.mkdir(exist_ok=True), gt.mkdir(exist_ok=True)
     for folder, arrays in ((pred, pred_arrays), (gt, gt_arrays)):
@@ -100,7 +104,7 @@ def _bad(tmp_path, pred_arrays: dict, gt_arrays: dict, *extra) -> str:
                 Image.fromarray(array).save(folder / name)
             else:
                 np.save(folder / name, array)
-    return main(["segmentation", "--pred", str(pred), "--gt", str(gt), *extra])
+    return (run or main)(["segmentation", "--pred", str(pred), "--gt", str(gt), *extra])
 
 
 @pytest.mark.parametrize("case, message", [
@@ -132,6 +136,31 @@ def test_bad_input_is_one_located_line(tmp_path, capsys, case, message):
     assert err.startswith("evalengine: error: ") and message in err and len(err.strip().splitlines()) == 1, err
     if case in ("size", "alpha", "float"):
         assert "a." in err  # names the file
+
+
+@pytest.mark.parametrize("case, message", [
+    ("size", "g/a.npy is 5×4"),
+    ("alpha", "p/a.png: PNG with an alpha channel (mode RGBA)"),
+    ("void", "g/a.npy: annotator 2 has void label 0 at other pixels than annotator 1"),
+])
+def test_bad_input_from_the_command_line(tmp_path, case, message):
+    """The issue's bad inputs through the installed command: exit status 2, one located line, no traceback."""
+    ok = np.arange(20).reshape(4, 5) % 3
+    pred, gt, extra = {"a.npy": ok}, {"a.npy": np.stack([ok, ok])}, []
+    if case == "size":
+        gt = {"a.npy": np.zeros((2, 5, 4), int)}
+    elif case == "alpha":
+        pred = {"a.png": np.zeros((4, 5, 4), np.uint8)}
+    else:
+        gt, extra = {"a.npy": np.stack([ok, (ok + 1) % 3])}, ["--void-label", "0"]
+
+    def run(argv):
+        return subprocess.run([sys.executable, "-m", "evalengine.cli", *argv], capture_output=True, text=True)
+
+    result = _bad(tmp_path, pred, gt, *extra, run=run)
+    assert result.returncode == 2 and result.stdout == "", result
+    assert result.stderr.startswith("evalengine: error: ") and len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
 def test_a_failed_ingest_leaves_no_store(tmp_path):

@@ -5,7 +5,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from evalengine.io.partitions import encode_partition, image_frames
+from evalengine import schema
+from evalengine.io.partitions import encode_partition, image_runs, runs_frame
 from evalengine.match.partitions import DENSE_CELLS, contingency
 from tests.metrics.seism_reference import relabel
 
@@ -13,9 +14,11 @@ from tests.metrics.seism_reference import relabel
 @pytest.mark.parametrize("dense_cells", [DENSE_CELLS, 0])
 def test_cells_equal_the_intersection_matrix(dense_cells):
     rng = np.random.default_rng(1)
-    frames = [image_frames(image_id, "x", rng.integers(0, 4, (2, h, w)) * 5 - 3,
-                           {"seg": {0.5: rng.integers(0, 300, (h, w)), 0.1: rng.integers(0, 2, (h, w))}})
+    images = [image_runs(image_id, "x", rng.integers(0, 4, (2, h, w)) * 5 - 3,
+                         {"seg": {0.5: rng.integers(0, 300, (h, w)), 0.1: rng.integers(0, 2, (h, w))}})
               for image_id, (h, w) in enumerate([(1, 1), (7, 3), (13, 11)], 1)]
+    frames = [(row, runs_frame([gt], schema.GT_PARTITIONS), {"seg": runs_frame([runs["seg"]], schema.SEG_PARTITIONS)})
+              for row, gt, runs in images]
     gt = pl.concat([f[1] for f in frames])
     seg = pl.concat([f[2]["seg"] for f in frames])
     shuffled = contingency(seg.sample(fraction=1.0, shuffle=True, seed=2),

@@ -1,12 +1,13 @@
 """Partition measures (Pont-Tuset & Marques, TPAMI 2015; SEISM's code) as queries over the contingency table
-(:mod:`evalengine.match.partitions`): region-based (``region``), pairs of pixels (``pairs``), bipartite matching
-(``bgm``), objects and parts (``objects``), the multi-ground-truth combination per image (``combine``), dataset
+(:mod:`evalengine.match.partitions`): region-based (``region``), pairs of pixels (``pairs``; bipartite matching is solved at match time,
+:mod:`evalengine.match.partition_matching`), objects and parts (``objects``), the multi-ground-truth combination per image (``combine``), dataset
 level, ODS, OIS and AP (``dataset``) and the meta-measures (``meta``).
 """
 
 import polars as pl
 
-PAIR = ["image_id", "parameter", "annotator"]  # one contingency table: a partition against one annotator
+from evalengine.match.partitions import PAIR  # noqa: F401 - one contingency table: a partition against one annotator
+
 IMAGE = ["image_id", "parameter"]  # one partition against all its image's annotators
 
 

@@ -17,8 +17,8 @@ import polars as pl
 from evalengine import schema
 from evalengine.errors import ProtocolError
 from evalengine.geometry.boundary_pr import boundary_precision_recall
+from evalengine.match.partitions import bgm_distances
 from evalengine.metrics.partition import IMAGE, PAIR, with_marginals
-from evalengine.metrics.partition.bgm import bgm_terms
 from evalengine.metrics.partition.objects import ObjectsAndParts, fop_terms
 from evalengine.metrics.partition.pairs import pair_terms
 from evalengine.metrics.partition.region import normalized_voi, region_terms
@@ -48,21 +48,22 @@ def measure_columns(measures) -> list:
 
 
 def image_measures(cells: pl.DataFrame, measures=None, objects: ObjectsAndParts = ObjectsAndParts(),
-                   boundary: pl.DataFrame | None = None) -> pl.DataFrame:
+                   boundary: pl.DataFrame | None = None, pairs: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per (image, parameter) with the columns of ``measures``, from contingency cells
-    (``schema.CONTINGENCY``) and, for ``fb``, the boundary counts (``schema.PARTITION_BOUNDARY``, kept as columns:
-    the dataset level pools them)."""
+    (``schema.CONTINGENCY``), for ``bgm`` their pairs' distances (``schema.PARTITION_PAIRS``, the match table's
+    ``pairs`` side; solved here when not given) and, for ``fb``, the boundary counts (``schema.PARTITION_BOUNDARY``,
+    kept as columns: the dataset level pools them)."""
     measures = check_measures(measures)
     marginals = with_marginals(cells.lazy())
-    pairs = region_terms(marginals).join(pair_terms(marginals), on=PAIR)
+    terms = region_terms(marginals).join(pair_terms(marginals), on=PAIR)
     if "bgm" in measures:
-        pairs = pairs.join(bgm_terms(cells).lazy(), on=PAIR)
+        terms = terms.join((bgm_distances(cells) if pairs is None else pairs).lazy(), on=PAIR)
     total = pl.col("total").first().cast(pl.Float64)
 
     def similarity(distance: str) -> pl.Expr:
         return 1.0 - pl.col(distance).cast(pl.Float64).mean() / total
 
-    per_image = pairs.sort(PAIR).group_by(IMAGE, maintain_order=True).agg(
+    per_image = terms.sort(PAIR).group_by(IMAGE, maintain_order=True).agg(
         sc=pl.col("sc").mean(), ssc=pl.col("ssc").mean(), pri=pl.col("ri").mean(), voi=pl.col("voi").mean(),
         nvoi=normalized_voi(pl.col("voi"), pl.col("n_seg"), pl.col("n_gt")).mean(),
         bce=1.0 - pl.col("bce").mean(), gce=1.0 - pl.col("gce").mean(), lce=1.0 - pl.col("lce").mean(),

@@ -1,28 +1,16 @@
-"""Bipartite graph matching per contingency table (spec §4.1.4; SEISM ``bgm.hpp``): the largest number of pixels
-kept by a one-to-one matching of regions, ``d_BGM = n − max_M Σ n_ij``; SEISM solves it with the Hungarian
-algorithm on the padded square matrix of ``−n_ij``, here the shortest-augmenting-path Hungarian on the rectangular
-matrix (the same optimum, in exact integers)."""
+"""Bipartite graph matching per contingency table (spec §4.1.4; SEISM ``bgm.hpp``), solved at match time: the
+largest number of pixels kept by a one-to-one matching of regions, ``d_BGM = n − max_M Σ n_ij``; SEISM solves it
+with the Hungarian algorithm on the padded square matrix of ``−n_ij``, here the shortest-augmenting-path Hungarian
+on the rectangular matrix (the same optimum, in exact integers)."""
 
 import numba
 import numpy as np
-import polars as pl
-
-from evalengine.match.partitions import group_bounds
-from evalengine.match.protocol import column_array
-from evalengine.metrics.partition import PAIR
-
-
-def bgm_terms(cells: pl.DataFrame) -> pl.DataFrame:
-    """Per pair (``PAIR``): ``bgm_distance``, the pixels a one-to-one region matching cannot keep."""
-    cells = cells.sort(*PAIR, "seg_region", "gt_region")
-    bounds = group_bounds(cells, PAIR)
-    matched, total = _matched(column_array(cells, "seg_region", "int32"), column_array(cells, "gt_region", "int32"),
-                              column_array(cells, "n"), bounds)
-    return cells[bounds[:-1]].select(*PAIR).with_columns(bgm_distance=pl.Series(total - matched))
 
 
 @numba.njit(cache=True, nogil=True)
-def _matched(seg_region, gt_region, n, bounds):
+def pair_matched(seg_region, gt_region, n, bounds):
+    """Per pair (cells ``bounds[p]:bounds[p + 1]``): the pixels its best one-to-one region matching keeps, and its
+    pixels."""
     n_pairs = bounds.size - 1
     matched = np.zeros(n_pairs, np.int64)
     total = np.zeros(n_pairs, np.int64)
