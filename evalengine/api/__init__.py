@@ -20,7 +20,7 @@ from evalengine.errors import InputWarning, ZeroIdWarning
 from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
-from evalengine.evaluation.proposals import ProposalEvaluation
+from evalengine.evaluation.proposals import ProposalEvaluation, reference_run
 from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
@@ -169,13 +169,13 @@ class Store(Shown):
         """Mean proposals per image at each budget, counted from the ranked proposals of ``run``."""
         return proposal_evaluation.coco_mean_proposals(self.layout, run, budgets)
 
-    def repeatability(self, runs, reference: str = DEFAULT_PROPOSAL_RUN, top_n: int = 1000, method: str = "exact",
+    def repeatability(self, runs, reference: str | None = None, top_n: int = 1000, method: str = "exact",
                       empty_bins: str = "skip", touching_gt: bool = False, by_bin: bool = False,
                       **schedule) -> pl.DataFrame:
-        """Repeatability of each perturbed run against ``reference`` (Hosang et al. §3), with its kind and level;
-        ``by_bin`` gives the area per size bin instead."""
-        protocol = RepeatabilityProtocol(reference=reference, top_n=top_n)
-        folders = [(run, self.match(protocol, run, **schedule)) for run in runs]
+        """Repeatability of each perturbed run (Hosang et al. §3) against the reference run it was added with, or
+        ``reference`` (which wins, with a warning), with its kind and level; ``by_bin``: the area per size bin."""
+        protocols = {run: RepeatabilityProtocol(reference_run(self.layout, run, reference), top_n) for run in runs}
+        folders = [(run, self.match(protocols[run], run, **schedule)) for run in runs]
         return proposal_evaluation.repeatability(self.layout, folders, method, empty_bins, touching_gt, by_bin)
 
     def compare(self, runs: list, protocol: CocoProtocol | None = None, overall: bool = False,

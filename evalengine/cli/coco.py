@@ -73,8 +73,8 @@ def add_coco(sub) -> None:
     coco = sub.add_parser("coco", help="evaluate COCO JSON files as pycocotools would (bbox)")
     coco.add_argument("--gt", required=True, help="COCO ground-truth JSON")
     coco.add_argument("--dt", required=True,
-                      help="detections: COCO result JSON, JSON Lines or Parquet (image_id, category_id, score, "
-                           "bbox or x, y, w, h)")
+                      help="detections: COCO result JSON, JSON Lines, Parquet or CSV (image_id, category_id, "
+                           "score, bbox or x, y, w, h; CSV: x, y, w, h or x1, y1, x2, y2)")
     coco.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
     coco.add_argument("--shards", type=options.positive_int, default=None,
                       help="image shards (default: ~100k detections each)")
@@ -119,7 +119,7 @@ def add_add_run(sub) -> None:
     add_run = options.store_command(
         sub, "add-run", "add a detection run (a model or a perturbation) to a store", _cmd_add_run)
     add_run.add_argument("--run", required=True, help="name of the new run")
-    add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines or Parquet")
+    add_run.add_argument("--dt", required=True, help="detections: COCO result JSON, JSON Lines, Parquet or CSV")
     add_run.add_argument("--overwrite", action="store_true", help="replace a run of that name")
     add_run.add_argument("--dt-format", choices=formats.DT_FORMATS, default=None,
                          help="the detections' format (default: recognised; YOLO boxes are sized by the store's "

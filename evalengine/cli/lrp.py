@@ -49,7 +49,7 @@ def add_lrp(sub) -> None:
     lrp = sub.add_parser("lrp", help="optimal LRP (Oksuz et al.) per category and size, as the official code")
     options.store_or_files_args(
         lrp, gt_help="COCO ground-truth JSON (voc: also an Annotations/ folder)",
-        dt_help="detections: COCO result JSON, JSON Lines or Parquet (voc: also a devkit results folder)")
+        dt_help="detections: COCO result JSON, JSON Lines, Parquet or CSV (voc: also a devkit results folder)")
     _lrp_args(lrp)
     lrp.add_argument("--search", choices=api.LRP_SEARCHES, default="rank",
                      help="rank: the official TPAMI'21 code (default); score: thresholds keep tied scores together; "

@@ -22,7 +22,7 @@ def store_command(sub, name: str, help: str, func) -> argparse.ArgumentParser:
 
 
 def store_or_files_args(parser: argparse.ArgumentParser, gt_help: str = "COCO ground-truth JSON",
-                        dt_help: str = "detections: COCO result JSON, JSON Lines or Parquet") -> None:
+                        dt_help: str = "detections: COCO result JSON, JSON Lines, Parquet or CSV") -> None:
     """``STORE`` (and ``--run``) or ``--gt`` and ``--dt`` files (evaluated in a temporary store)."""
     parser.add_argument("store", nargs="?", default=None, help=f"a store: {STORE_HELP} (or --gt and --dt)")
     parser.add_argument("--gt", default=None, help=gt_help)

@@ -199,7 +199,9 @@ def add_repeatability(sub) -> None:
     repeat = options.store_command(
         sub, "repeatability", "repeatability of proposals under image perturbations (Hosang §3)", _cmd_repeatability)
     repeat.add_argument("--runs", nargs="+", required=True, help="perturbed proposal runs")
-    repeat.add_argument("--reference", default=api.DEFAULT_PROPOSAL_RUN)
+    repeat.add_argument("--reference", default=None,
+                        help="the unperturbed proposal run (default: the one each run was added with; another one "
+                             "wins, with a warning)")
     repeat.add_argument("--top-n", type=options.positive_int, default=1000,
                         help="proposals per image on each side (default 1000)")
     repeat.add_argument("--method", choices=["exact", "trapezoid"], default="exact",

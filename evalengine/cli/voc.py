@@ -9,7 +9,7 @@ from evalengine.errors import EvalEngineError
 
 GT_HELP = "ground truth: a VOC Annotations/ folder of XML files, or a COCO ground-truth JSON"
 DT_HELP = ("detections: a folder of devkit result files (comp4_det_test_<class>.txt: image score x1 y1 x2 y2), or "
-           "a COCO result JSON, JSON Lines or Parquet")
+           "a COCO result JSON, JSON Lines, Parquet or CSV")
 
 
 def _protocol(args, thresholds) -> api.VocProtocol:

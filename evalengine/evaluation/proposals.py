@@ -1,12 +1,13 @@
 """Matched proposal runs: recall, AR, best overlap, OMA and their slices as Polars frames (Hosang et al.; Wang et
 al.), and repeatability under perturbations (Hosang et al. §3)."""
 
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
 import polars as pl
 
-from evalengine.errors import ProtocolError, check_option
+from evalengine.errors import InputWarning, ProtocolError, check_option
 from evalengine.evaluation.run import MatchedRun
 from evalengine.match.proposals import ProposalProtocol, image_counts
 from evalengine.metrics import achievable as achievable_metrics
@@ -166,6 +167,21 @@ def coco_mean_proposals(layout: StoreLayout, run: str, budgets) -> pl.DataFrame:
     counts = image_counts(scan_shards(layout.paths.proposals(run)).select("image_id", "rank").collect(), budgets)
     n_images = layout.scan("images").select(pl.len()).collect().item()
     return recall_metrics.mean_proposals(counts.lazy(), n_images, budgets).collect()
+
+
+def reference_run(layout: StoreLayout, run: str, reference: str | None = None) -> str:
+    """The reference run of perturbed proposal run ``run``: the one it was added with (its manifest description, also
+    its ``reference`` tag), unless ``reference`` names another, which wins with a warning."""
+    layout.check_proposal_run(run)
+    stored = layout.proposal_runs[run].get("perturbation", {}).get("reference")
+    if stored is None:  # not a perturbed run: the protocol says so (it has no homographies)
+        return reference or run
+    if reference is None or reference == stored:
+        return stored
+    layout.check_proposal_run(reference)
+    warnings.warn(f"proposal run '{run}' was added with reference '{stored}'; measured against '{reference}' as "
+                  "asked", InputWarning, stacklevel=3)
+    return reference
 
 
 def repeatability(layout: StoreLayout, folders: list, method: str = "exact", empty_bins: str = "skip",

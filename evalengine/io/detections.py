@@ -4,7 +4,8 @@ Formats (by extension):
 
 - ``.json``: a COCO result file (a JSON list of objects), parsed in chunks of whole objects;
 - ``.jsonl`` / ``.ndjson``: one detection object per line, streamed in chunks of whole lines;
-- ``.parquet``: streamed by record batch.
+- ``.parquet``: streamed by record batch;
+- ``.csv``: read by its header's names (:mod:`evalengine.io.csv_tables`).
 
 JSON is read as pycocotools reads it (:mod:`evalengine.io.json_read`); in every format ids must be integers (an
 integral float such as ``2.0`` is one) and scores and boxes finite numbers, and every error names the detection's
@@ -39,13 +40,14 @@ import pyarrow.parquet as pq
 from evalengine.errors import InputError, InputWarning, first_line
 from evalengine import schema
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
+from evalengine.io.csv_tables import csv_detections
 from evalengine.io.json_read import read_json_objects
 from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks, jsonl_chunks, list_sample
 from evalengine.io.json_text import TextError
 from evalengine.io.masks import SEGMENTATION, box_polygon, check_keypoints, masks, segmentation_text
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
 
-FORMATS = (".json", ".jsonl", ".ndjson", ".parquet")
+FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".csv")
 BATCH_ROWS = 1_000_000
 _BYTES_PER_JSON_DETECTION = 85  # to estimate a shard count before streaming a JSON file
 
@@ -180,10 +182,13 @@ def _read_ahead(path: Path, fields: dict, ready: queue.Queue, stop: threading.Ev
     put(None)
 
 
-def _raw_batches(path: Path, batch_rows: int, prefetched=None, masks: bool = True) -> Iterator[pl.DataFrame]:
+def _raw_batches(path: Path, batch_rows: int, prefetched=None, masks: bool = True,
+                 dataset: CocoDataset | None = None) -> Iterator[pl.DataFrame]:
     kind = _format(path)
     if prefetched is not None:
         yield from prefetched.result()
+    elif kind == ".csv":
+        yield from csv_detections(path, dataset, batch_rows)
     elif kind == ".json":
         yield from parsed_in_parallel(path, result_fields(path, masks), "detection")
     elif kind == ".parquet":
@@ -328,7 +333,7 @@ def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS,
     n_rows, unknown, kind = 0, {}, None
     # closed here, not by the garbage collector: a half-read JSON file holds a thread pool, which must not be
     # shut down from whatever thread happens to collect it
-    with closing(_raw_batches(path, batch_rows, prefetched, masks)) as raw_batches:
+    with closing(_raw_batches(path, batch_rows, prefetched, masks, dataset)) as raw_batches:
         for raw in raw_batches:
             if not raw.height:  # an empty list (or chunk) is no batch
                 continue

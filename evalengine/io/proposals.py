@@ -4,8 +4,10 @@ Formats (by extension):
 
 - ``.json``: a COCO result file (``image_id``, ``bbox`` ``[x, y, w, h]``, optional ``score``), parsed in
   chunks of whole objects;
-- ``.jsonl`` / ``.ndjson``, ``.parquet``, ``.csv``: columns ``image_id`` and either ``x1, y1, x2, y2`` or
+- ``.jsonl`` / ``.ndjson``, ``.parquet``: columns ``image_id`` and either ``x1, y1, x2, y2`` or
   ``bbox`` ``[x, y, w, h]``, optional ``score``;
+- ``.csv``: columns ``image_id`` and either ``x1, y1, x2, y2`` or ``x, y, w, h``, optional ``score``, read by the
+  header's names as detection CSV is (:mod:`evalengine.io.csv_tables`);
 - segmented proposals (Pont-Tuset & Marques §2.3): ``.json``, ``.jsonl`` / ``.ndjson`` or ``.parquet`` with a COCO
   ``segmentation`` (polygons, compressed or uncompressed RLE, read as :mod:`evalengine.io.masks` reads results) in
   the size of its image instead of a box; the box is the mask's (``toBbox``) unless a ``bbox`` is given, as
@@ -31,18 +33,16 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from evalengine import schema
-from evalengine.schema import from_pixel_inclusive
 from evalengine.errors import InputError, check_option, first_line
 from evalengine.io.coco import RESULT_FIELDS
 from evalengine.io.detections import BATCH_ROWS, json_lines_fields, parsed_in_parallel, result_fields
 from evalengine.io.masks import masks, segmentation_text
 from evalengine.io.proposal_masks import image_of_stem, png_batches
-from evalengine.io.validate import (BOX_COLUMNS, check_boxes, check_csv_header, integers, listed, numbers, require,
-                                    split_bbox)
+from evalengine.io.csv_tables import CORNERS, csv_batches, from_corners, header_columns
+from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".csv")
 BOX_CONVENTIONS = ("continuous", "pixel-inclusive")
-CORNERS = ("x1", "y1", "x2", "y2")
 
 
 def _columns(path: Path, names) -> list:
@@ -74,7 +74,6 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
     if suffix in (".jsonl", ".ndjson"):
         yield from parsed_in_parallel(path, json_lines_fields(path, _columns), "proposal", lines=True)
         return
-    types = None
     try:
         if suffix == ".parquet":
             file = pq.ParquetFile(path)
@@ -82,25 +81,10 @@ def _file_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
             for batch in file.iter_batches(batch_size=batch_rows, columns=columns):
                 yield pl.from_arrow(batch)
         else:
-            check_csv_header(path)
-            lazy = pl.scan_csv(path, infer_schema_length=10_000)
-            types = lazy.collect_schema()
-            yield from lazy.select(_columns(path, types.names())).collect_batches(chunk_size=batch_rows)
+            columns = header_columns(path, ["image_id"], optional=("score", "category_id"))
+            yield from csv_batches(path, columns, ("image_id", "category_id"), "proposal at position", batch_rows)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        if types is not None:  # a CSV value unlike the first rows' (their types were inferred): find it
-            _csv_value_error(path, types)
         raise InputError(f"{path}: not a readable proposal file ({first_line(exc)})") from None
-
-
-def _csv_value_error(path: Path, types) -> None:
-    """Raise the located error of the first CSV value, read as text, that is not of its column's inferred type."""
-    text = pl.read_csv(path, infer_schema=False).with_row_index("_position", offset=1)
-    for column, dtype in types.items():
-        bad = text.filter(pl.col(column).is_not_null() & pl.col(column).cast(dtype, strict=False).is_null())
-        if bad.height:
-            kind = "an integer" if dtype.is_integer() else "a number" if dtype.is_numeric() else str(dtype)
-            raise InputError(f"{path}: proposal at position {bad['_position'][0]}: '{column}' is "
-                             f"{bad[column][0]!r}, not {kind} (as the rows before)")
 
 
 def _npz_batches(folder: Path, images: pl.DataFrame) -> Iterator[pl.DataFrame]:
@@ -136,7 +120,7 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, images: pl.DataFrame,
     row = pl.col("proposal_id")  # 1-based, as the ordering errors and the stored proposal_id
     what = "proposal at position"
     segmented = "segmentation" in frame.columns
-    needed = ("image_id", "segmentation") if segmented else ("image_id", "bbox", *CORNERS)
+    needed = ("image_id", "segmentation") if segmented else ("image_id", "bbox", *CORNERS, *BOX_COLUMNS)
     require(frame, [c for c in needed if c in frame.columns], path, what, row)
     image_ids = images.get_column("image_id")
     shaped = None
@@ -154,15 +138,12 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, images: pl.DataFrame,
                                    .alias("bbox"))
     if "bbox" in frame.columns:
         frame = split_bbox(frame, path, what, row)
+    if "x" in frame.columns:
         if box_convention == "pixel-inclusive":
             frame = frame.with_columns(pl.col("x", "y") - 1.0)
     else:
         frame = numbers(frame, CORNERS, path, what, row)
-        corners = [pl.col(c) for c in CORNERS]
-        if box_convention == "pixel-inclusive":
-            x, y, w, h = from_pixel_inclusive(*corners)
-        else:
-            x, y, w, h = corners[0], corners[1], corners[2] - corners[0] + 0.0, corners[3] - corners[1] + 0.0
+        x, y, w, h = from_corners(*map(pl.col, CORNERS), pixel_inclusive=box_convention == "pixel-inclusive")
         frame = frame.with_columns(x=x, y=y, w=w, h=h)
     frame = frame.with_columns([pl.lit(None, dtype=schema.PROPOSALS_RAW[c]).alias(c)
                                 for c in ("score", "category_id") if c not in frame.columns])

@@ -491,22 +491,20 @@ def _proposals_refused(tmp_path, gt, bad, *expected):
     assert set(tmp_path.iterdir()) == before
 
 
-@pytest.mark.parametrize("n_rows", [5, 10_050])  # a value unlike the first 10,000 rows' is found too
+@pytest.mark.parametrize("n_rows", [5, 10_050])  # each value is parsed by its column's type, not the first rows'
 @pytest.mark.parametrize("column, value, message", [
-    ("x1", "abc", "'x1' is 'abc', not a number"),
-    ("image_id", "7.5", "'image_id' is 7.5, not an integer"),
-    ("image_id", "seven", "'image_id' is 'seven', not an integer"),
-    ("score", "high", "'score' is 'high', not a number"),
+    ("x1", "abc", "(line {line}): 'x1' is 'abc', not a number"),
+    ("image_id", "7.5", ": 'image_id' is 7.5, not an integer"),
+    ("image_id", "seven", "(line {line}): 'image_id' is 'seven', not an integer"),
+    ("score", "high", "(line {line}): 'score' is 'high', not a number"),
 ])
 def test_a_bad_value_in_a_proposal_csv(tmp_path, proposal_gt, n_rows, column, value, message):
     rows = [{"image_id": "7", "x1": "1", "y1": "2", "x2": "30", "y2": "40", "score": "0.5"} for _ in range(n_rows)]
     rows[-2][column] = value
     text = "image_id,x1,y1,x2,y2,score\n" + "".join(",".join(r.values()) + "\n" for r in rows)
     bad = write(tmp_path, "p.csv", text)
-    if n_rows > 10_000:  # the type was inferred from the first rows: the value is text, the type the first rows'
-        message = (message.replace("7.5", "'7.5'").replace("'abc', not a number", "'abc', not an integer")
-                   + " (as the rows before)")
-    _proposals_refused(tmp_path, proposal_gt, bad, f"proposal at position {n_rows - 1}: {message}")
+    located = f"proposal at position {n_rows - 1}" + (" " if message[0] == "(" else "")
+    _proposals_refused(tmp_path, proposal_gt, bad, located + message.format(line=n_rows))
 
 
 @pytest.mark.parametrize("name, text, message", [

@@ -84,8 +84,8 @@ def test_non_finite_values_in_parquet(tmp_path):
 
 
 def test_unknown_format_and_bad_types(tmp_path):
-    with pytest.raises(InputError, match="unknown detection format '.csv'"):
-        read_detections(tmp_path / "dt.csv", read_coco_gt(GT))
+    with pytest.raises(InputError, match="unknown detection format '.txt'"):
+        read_detections(tmp_path / "dt.txt", read_coco_gt(GT))
     path = tmp_path / "dt.parquet"
     _frame().with_columns(pl.col("image_id").cast(pl.String) + "x").write_parquet(path)
     with pytest.raises(InputError, match=r"position 1: 'image_id' is '42x', not an integer \(and 733 more"):
