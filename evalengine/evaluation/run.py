@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from evalengine.store.layout import Shown, StoreLayout
-from evalengine.store.shards import scan_shards
 
 
 @dataclass(frozen=True, repr=False)
@@ -20,10 +19,10 @@ class MatchedRun(Shown):
     _cache: dict = field(default_factory=dict, repr=False, compare=False, kw_only=True)
 
     def dt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "dt")
+        return self.layout.scan_sharded(self.matches_dir / "dt")
 
     def gt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "gt")
+        return self.layout.scan_sharded(self.matches_dir / "gt")
 
     def described(self) -> str:
         """``run '<run>', <protocol> (<match key>), store …`` (:meth:`StoreLayout.described`)."""
