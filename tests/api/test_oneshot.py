@@ -138,3 +138,17 @@ def test_ground_truth_kept_while_the_file_is_the_same(tmp_path):
     assert read_gt(gt_file) is not first
     assert evaluate_coco(gt_file, dt_file, in_memory=False).stats() == evaluate_coco(gt_file, dt_file).stats()
     assert stats is not None
+
+
+def test_a_confusion_of_files_outlives_its_evaluation(tmp_path):
+    """``confusion((gt, dt))`` keeps the store written out for its pairs while the result lives (the one-shot's
+    evaluation is gone by then)."""
+    import gc
+
+    from evalengine.api import confusion, ingest_coco
+
+    gt, dt = write_inputs(tmp_path, *random_coco(11))
+    result = confusion((gt, dt), score_threshold=0.1)
+    gc.collect()
+    stored = confusion(ingest_coco(gt, dt, tmp_path / "store"), score_threshold=0.1)
+    assert_frame_equal(result.matrix(), stored.matrix(), check_exact=True)
