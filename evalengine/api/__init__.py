@@ -3,7 +3,6 @@ evaluation whose metrics are Polars frames (:mod:`evalengine.evaluation`)."""
 
 import shutil
 import tempfile
-import threading
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from evalengine import sql as sql_views
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.planner import match
 from evalengine.engine.runner import SCHEDULERS
-from evalengine.errors import InputWarning, ZeroIdWarning
+from evalengine.errors import InputWarning
 from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
@@ -24,13 +23,12 @@ from evalengine.evaluation.proposals import ProposalEvaluation, reference_run
 from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
-from evalengine.io.memory import as_files, describe, is_path
+from evalengine.io.memory import as_files, describe
 from evalengine.io.metadata import with_image_metadata
 from evalengine.geometry.homography import homography_table
 from evalengine.io.perturbations import read_homographies
 from evalengine.io.proposals import BOX_CONVENTIONS, iter_proposals
 from evalengine.match.coco import COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol
-from evalengine.match.groups import warm_up
 from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
 from evalengine.match.proposals import HOSANG_BUDGETS, PONT_TUSET_BUDGETS, ProposalProtocol
 from evalengine.match.proposals import IOU_TYPES as PROPOSAL_IOU_TYPES
@@ -42,6 +40,7 @@ from evalengine.store.commit import replace_file
 from evalengine.store.fsck import Finding, fsck
 from evalengine.store.layout import Shown, StoreLayout, open_layout
 from evalengine.store.location import location
+from evalengine.store.memory import memory_store
 from evalengine.store.paths import NAME_RULE, check_name
 from evalengine.store.ranking import ORDERINGS, ProposalOrder, ProposalRun
 from evalengine.store.shards import scan_shards
@@ -87,7 +86,7 @@ class Store(Shown):
 
     def dt(self, run: str = DEFAULT_RUN) -> pl.LazyFrame:
         self.layout.check_run(run)
-        return scan_shards(self.layout.paths.dt(run))
+        return self.layout.scan_sharded(self.layout.paths.dt(run))
 
     def proposals(self, run: str = DEFAULT_PROPOSAL_RUN) -> pl.LazyFrame:
         self.layout.check_proposal_run(run)
@@ -227,8 +226,9 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
                 overwrite: bool = False, progress=None, image_metadata=None, tags: dict | None = None,
                 masks: bool = True) -> Store:
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
-    :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL),
-    streaming the detections into shards. ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to
+    :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL; None:
+    held in memory, :mod:`evalengine.store.memory`, as a one-shot evaluation does), streaming the detections into
+    shards. ``image_metadata`` (CSV or Parquet keyed by ``image_id``) adds columns to
     the images table; ``tags`` label the run (as :meth:`Store.add_run`'s). ``overwrite`` replaces a store of ours only
     (see :func:`evalengine.store.build.replaced_store`). ``gt_json`` may be a COCO dict and ``dt_path`` results in
     memory (a list of result dicts, a table, NumPy arrays: :mod:`evalengine.io.memory`). ``masks=False`` stores no
@@ -243,19 +243,19 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
 
 def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, image_metadata, tags, provenance,
                  masks):
-    replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before any parsing
+    if store is not None:
+        replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before parsing
     detections = prefetch(dt_path, masks)  # parsed while the ground truth is read
-    dataset = read_coco_gt(gt_json)
+    dataset = read_gt(gt_json)
     if image_metadata is not None:
         dataset = with_image_metadata(dataset, image_metadata)
     shards = n_shards or default_shard_count(max(estimate_rows(dt_path), dataset.gt.height))
-    layout = create_store(
-        store, dataset.images, dataset.categories, dataset.gt,
-        {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)},
-        n_shards=shards, provenance=provenance, overwrite=overwrite, progress=progress,
-        tags={run: tags or {}},
-    )
-    return Store(layout)
+    runs = {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)}
+    if store is None:
+        return Store(memory_store(dataset.images, dataset.categories, dataset.gt, runs, shards, provenance, progress,
+                                  {run: tags or {}}))
+    return Store(create_store(store, dataset.images, dataset.categories, dataset.gt, runs, n_shards=shards,
+                              provenance=provenance, overwrite=overwrite, progress=progress, tags={run: tags or {}}))
 
 
 def ingest_gt(gt_json, store, n_shards: int | None = None, overwrite: bool = False) -> Store:
@@ -292,34 +292,6 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
     return Store(layout)
 
 
-def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
-                  phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
-    """Files (or objects in memory, as :func:`ingest_coco` takes them) in, a COCO evaluation out; the store is kept at
-    ``store`` or made in a temporary folder that lives as long as the evaluation. ``accumulate=False`` leaves AP to be accumulated when asked for (LRP, operating points
-    do not need it).
-
-    ``phases`` (a :class:`~evalengine.progress.Phases`) shows progress and times ingest, match and accumulate.
-    """
-    phases = phases or Phases()
-    threading.Thread(target=warm_up, daemon=True).start()
-    folder = _TemporaryFolder() if store is None else None
-    total = count_rows(dt_path) if is_path(dt_path) else None
-    with phases.phase("ingest", total=total, unit="detections") as advance, warnings.catch_warnings():
-        if protocol is not None and not protocol.zero_id_quirk:  # the quirk is off: id 0 is matched
-            warnings.simplefilter("ignore", ZeroIdWarning)
-        opened = ingest_coco(gt_json, dt_path, store if folder is None else folder.path / "store",
-                             n_shards=n_shards, progress=advance, masks=folder is None or _reads_masks(protocol))
-    evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, **schedule)
-    if folder is not None:
-        evaluation.keep_alive.append(folder)
-    return evaluation
-
-
-def _reads_masks(protocol: CocoProtocol | None) -> bool:
-    """Whether ``protocol`` matches masks: a one-shot evaluation that does not keep its store stores none otherwise."""
-    return protocol is not None and protocol.iou_type in ("segm", "boundary")
-
-
 class _TemporaryFolder:
     """A temporary folder, removed once nothing holds this object (or at exit)."""
 
@@ -337,23 +309,6 @@ def on_store_or_files(store, n_shards: int | None, evaluate):
     if folder is not None:
         result.keep_alive.append(folder)
     return result
-
-
-def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                   phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
-    """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
-    phases = phases or Phases()
-    if "neg_category_ids" in store.images().collect_schema().names():  # lvis-api's image labels
-        warnings.warn("the ground truth is LVIS' (its images have 'neg_category_ids'), evaluated here as COCO; "
-                      "`evalengine lvis` (evaluate_lvis) applies LVIS' federated rules", InputWarning)
-    with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
-        evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, **schedule)
-    if not accumulate:
-        return evaluation
-    n_classes = len(evaluation.category_ids) if evaluation.protocol.use_cats else 1
-    with phases.phase("accumulate", total=n_classes, unit="categories") as advance:
-        evaluation.accumulate(on_batch_done=advance)
-    return evaluation
 
 
 def check_store(path, repair: bool = False) -> pl.DataFrame:
@@ -381,6 +336,7 @@ def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None = 
 
 
 # the front doors of the families built on the above (imported last: they use Store and the COCO functions)
+from evalengine.api.coco import IN_MEMORY_DETECTIONS, evaluate_coco, evaluate_store, read_gt  # noqa: E402
 from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, evaluate_thresholds,  # noqa: E402
                                 evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
 from evalengine.api.diagnosis import TIDE_IOU_TYPES, TIDE_MODES, TideEvaluation, TideProtocol, pairs, tide, tide_summary  # noqa: E402

@@ -75,7 +75,9 @@ def add_coco(sub) -> None:
     coco.add_argument("--dt", required=True,
                       help="detections: COCO result JSON, JSON Lines, Parquet or CSV (image_id, category_id, "
                            "score, bbox or x, y, w, h; CSV: x, y, w, h or x1, y1, x2, y2)")
-    coco.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
+    coco.add_argument("--store", default=None,
+                      help=f"keep the store: {STORE_HELP} (default: held in memory for the command; a temporary "
+                           f"folder above {api.IN_MEMORY_DETECTIONS:,} detections)")
     coco.add_argument("--shards", type=options.positive_int, default=None,
                       help="image shards (default: ~100k detections each)")
     options.protocol_args(coco)

@@ -1,5 +1,6 @@
 """The one planner: matches a stored run under any protocol (:class:`evalengine.match.protocol.Protocol`), one
-Dask task per image shard, and writes its match table atomically, ``protocol.json`` last."""
+task per image shard, and writes its match table atomically, ``protocol.json`` last (or keeps it in a store held in
+memory)."""
 
 import json
 
@@ -15,12 +16,17 @@ from evalengine.store.paths import PROTOCOL_FILE, shard_file
 MATCH_ROW_GROUP = 16_384
 
 
+def _shard_tables(protocol, inputs: dict, read) -> dict:
+    """One shard's tables as the protocol reads them: ``read(path, columns, exclude)`` of each input file."""
+    columns = protocol.input_columns()
+    return {name: read(path, columns.get(name), exclude=schema.SHAPES) for name, path in inputs.items()}
+
+
 def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int, store: str) -> int:
     """One shard task: read the shard's tables (of ``store``), match them, write one file per side."""
     keep_freed_memory()
-    columns = protocol.input_columns()
-    sides = protocol.match_shard({name: read_stored(path, store, columns.get(name), exclude=schema.SHAPES)
-                                  for name, path in inputs.items()}, context)
+    sides = protocol.match_shard(_shard_tables(protocol, inputs, lambda path, columns, exclude: read_stored(
+        path, store, columns, exclude=exclude)), context)
     for side, frame in sides.items():
         path = shard_file(location(out_dir) / side, shard)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,14 +40,15 @@ def _recorded(protocol) -> dict:
     return {**protocol.description(), "table_version": protocol.table_version}
 
 
-def matched(target, protocol) -> bool:
+def matched(target, protocol, layout=None) -> bool:
     """Whether ``target`` holds a match table made with ``protocol``'s matching parameters, in the current columns (a
-    table written by an older version is matched again)."""
-    recorded = target / PROTOCOL_FILE
-    if not recorded.is_file():
-        return False
-    description = json.loads(recorded.read_text())
-    return (description.get("match") == protocol.match_params()
+    table written by an older version is matched again); of ``layout`` when it is a store in memory."""
+    if layout is not None and not layout.persistent:
+        description = layout.recorded(target)
+    else:
+        recorded = target / PROTOCOL_FILE
+        description = json.loads(recorded.read_text()) if recorded.is_file() else None
+    return (description is not None and description.get("match") == protocol.match_params()
             and description.get("table_version", 1) == protocol.table_version)
 
 
@@ -51,6 +58,10 @@ def match(layout, run: str, protocol, scheduler: str = "threads", address: str |
 
     Matching holds the store's write lock and reads the store as it is then (a run replaced meanwhile is matched
     as it is now)."""
+    if not layout.persistent:
+        if protocol.in_memory and scheduler in ("threads", "sync") and address is None:
+            return _match_in_memory(layout, run, protocol, scheduler, on_shard_done, workers)
+        layout = layout.stored()  # a protocol or a scheduler that reads files
     target = layout.paths.matches_dir(protocol.match_key(), run)
     protocol.shard_inputs(layout, run)  # a located error for a run the store does not have
     if matched(target, protocol):
@@ -66,4 +77,21 @@ def match(layout, run: str, protocol, scheduler: str = "threads", address: str |
                             scheduler=scheduler, address=address, on_done=on_shard_done, workers=workers)
             # last: on an object store it commits the table
             (tmp / PROTOCOL_FILE).write_text(json.dumps(_recorded(protocol), indent=2))
+    return target
+
+
+def _match_in_memory(layout, run: str, protocol, scheduler: str, on_shard_done, workers: int | None):
+    """:func:`match` of a store in memory (:mod:`evalengine.store.memory`): the same shard tasks on its frames, the
+    match table kept in it (its folder is the name it would have on disk)."""
+    target = layout.paths.matches_dir(protocol.match_key(), run)
+    if matched(target, protocol, layout):
+        return target
+    inputs, context = protocol.shard_inputs(layout, run)
+
+    def match_shard(files: dict) -> dict:
+        return protocol.match_shard(_shard_tables(protocol, files, layout.read_file), context)
+
+    sides = run_shard_tasks(match_shard, [(files,) for files in inputs], scheduler=scheduler, on_done=on_shard_done,
+                            workers=workers)
+    layout.keep_matches(target, sides, _recorded(protocol))
     return target

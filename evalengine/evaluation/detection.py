@@ -60,6 +60,8 @@ class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
         (``sql/39_coco_ap_tables.sql``). Only when this protocol's accumulation parameters are the ones its
         ``protocol.json`` records (the views accumulate with those); a match table made again replaces its folder, and
         this file with it. A store this process cannot write keeps none (the views then accumulate in SQL)."""
+        if not self.layout.persistent:  # a store in memory: no SQL view reads it
+            return
         target = self.matches_dir / ACCUMULATION_FILE
         if self.image_subset is not None or self.category_subset is not None or target.exists():
             return

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from evalengine.store.layout import Shown, StoreLayout
-from evalengine.store.shards import scan_shards
 
 
 @dataclass(frozen=True, repr=False)
@@ -19,11 +18,17 @@ class MatchedRun(Shown):
     keep_alive: list = field(default_factory=list, repr=False, compare=False, kw_only=True)
     _cache: dict = field(default_factory=dict, repr=False, compare=False, kw_only=True)
 
+    def __post_init__(self):
+        """A store in memory lives as long as the results over it (the tables it writes out for what reads files: a
+        confusion matrix's folder)."""
+        if not self.layout.persistent and all(kept is not self.layout for kept in self.keep_alive):
+            self.keep_alive.append(self.layout)
+
     def dt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "dt")
+        return self.layout.scan_sharded(self.matches_dir / "dt")
 
     def gt_matches(self) -> pl.LazyFrame:
-        return scan_shards(self.matches_dir / "gt")
+        return self.layout.scan_sharded(self.matches_dir / "gt")
 
     def described(self) -> str:
         """``run '<run>', <protocol> (<match key>), store …`` (:meth:`StoreLayout.described`)."""

@@ -6,7 +6,6 @@ import polars as pl
 
 from evalengine.metrics import lrp as lrp_metrics
 from evalengine.metrics import operating_points as points
-from evalengine.store.shards import scan_shards
 
 
 class ScoreThresholdMetrics:
@@ -37,4 +36,4 @@ class ScoreThresholdMetrics:
     def kept_detections(self, thresholds: pl.DataFrame) -> pl.LazyFrame:
         """The run's detections with ``score >= threshold`` of their category (``thresholds``: ``category_id,
         threshold``, as :meth:`thresholds` gives)."""
-        return points.kept_detections(scan_shards(self.layout.paths.dt(self.run)), thresholds)
+        return points.kept_detections(self.layout.scan_sharded(self.layout.paths.dt(self.run)), thresholds)

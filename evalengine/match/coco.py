@@ -21,8 +21,8 @@ from evalengine.geometry.boxes import xywh
 from evalengine.match.greedy_score import assign_by_score
 from evalengine.match.groups import block_chunks, merge_groups, rank_in_group
 from evalengine.match.proposals import as_detections
-from evalengine.match.protocol import (Protocol, column_array, increasing, positive_integers, real_numbers,
-                                       unit_thresholds)
+from evalengine.match.protocol import (Protocol, arrow_array, column_array, increasing, positive_integers,
+                                       real_numbers, unit_thresholds)
 from evalengine.match.shapes import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,
                                      mask_similarity, places, shape_tables, sources, with_shapes)
 
@@ -78,6 +78,7 @@ class CocoProtocol(Protocol):
     table_version: ClassVar[int] = 2  # 2: ``area_iou``
     # pycocotools' mergesort of the image-by-image concatenation (images in id order, each in rank order)
     tie_order: ClassVar[tuple] = ("image_id", "dt_rank")
+    in_memory: ClassVar[bool] = True
 
     def __post_init__(self):
         """Parameters pycocotools would take but that mean nothing are refused: thresholds must increase within
@@ -228,8 +229,7 @@ def prepare_dt(dt: pl.DataFrame, category_ids, protocol: CocoProtocol) -> pl.Dat
 
 
 def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:
-    flat = pa.array(values.reshape(-1), mask=None if valid is None else ~valid.reshape(-1))
-    return pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
+    return pa.FixedSizeListArray.from_arrays(arrow_array(values, valid), values.shape[1])
 
 
 def _box_similarity(gt: pl.DataFrame, dt: pl.DataFrame, gt_crowd: np.ndarray, groups: tuple, protocol=None,
@@ -313,7 +313,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     })).cast(schema.dt_matches_schema(n_area, n_thr))
     gt_matches = pl.from_arrow(pa.table({
         **{c: gt.get_column(c).to_arrow() for c in ("image_id", "category_id", "gt_id")},
-        "ignored_bits": pa.array(gt_ignored),
+        "ignored_bits": arrow_array(gt_ignored),
         "matched_bits": _fixed_list(gt_matched),
     })).cast(schema.gt_matches_schema(n_area))
     return dt_matches, gt_matches

@@ -25,7 +25,6 @@ from evalengine.geometry.mask_boundary import boundary_count_blocks, mask_bounda
 from evalengine.geometry.masks import mask_iou_blocks, spans
 from evalengine.geometry.oks import COCO_PERSON_SIGMAS, keypoint_vars, oks_blocks
 from evalengine.io import rle
-from evalengine.store.shards import scan_shards
 
 # the shape columns each iou type reads, per side (schema.MASK, schema.GT_KEYPOINTS / KEYPOINTS)
 SHAPE_COLUMNS = {
@@ -45,7 +44,7 @@ def shape_tables(layout, run: str, iou_type: str, files: dict) -> list:
     origin, stored = sources(layout, run), []
     for side, file in files.items():
         needed = SHAPE_COLUMNS[iou_type][side]
-        names = pl.scan_parquet(str(file)).collect_schema().names()
+        names = layout.columns_of(file)
         missing = [c for c in needed if c not in names]
         if not missing:
             stored += [side] if needed else []
@@ -54,7 +53,7 @@ def shape_tables(layout, run: str, iou_type: str, files: dict) -> list:
         if schema.LEGACY_MASK in names:
             raise StoreError(f"{folder}: masks stored as run lengths ('{schema.LEGACY_MASK}') by an earlier "
                              "evalengine, which now stores compressed RLE ('mask_rle'); ingest the files again")
-        if scan_shards(folder).select(pl.len()).collect().item():
+        if layout.scan_sharded(folder).select(pl.len()).collect().item():
             whose = "the ground truth" if side == "gt" else f"run '{run}'"
             raise ProtocolError(f"{origin[side]}: {whose} has no {_WHAT[iou_type]}, which iou_type '{iou_type}' "
                                 f"needs (missing: {', '.join(missing)})")

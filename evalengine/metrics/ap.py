@@ -174,7 +174,7 @@ ACCUMULATE_BATCH_ROWS = 4_000_000  # detections held at once; categories are acc
 def array_values(column: pl.Series, width: int) -> np.ndarray:
     """An ``Array(dtype, width)`` column (no null rows; a null item of a float array becomes NaN) as a
     (rows, width) array, without a per-row conversion."""
-    return column.to_arrow().flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
+    return column.to_numpy().reshape(-1, width)  # Polars' own conversion (pyarrow's imports pandas: ~0.4 s)
 
 
 def regular_gt_counts(gt_matches: pl.LazyFrame, category_ids, protocol: CocoProtocol) -> np.ndarray:

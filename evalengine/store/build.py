@@ -100,10 +100,10 @@ def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, pr
         with ShardWriter(paths.gt, n_shards, dict(gt.schema)) as gt_writer:  # schema.GT and extra source fields
             gt_writer.write(gt)
             gt_writer.close()
-        rows = [_run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress), provenance,
-                         **run_rows[run]) for run, batches in runs.items()]
-        rows += [_run_row(run, write_proposal_run(paths.proposals(run), proposal, n_shards, progress), provenance,
-                          **run_rows[run]) for run, proposal in proposal_runs.items()]
+        rows = [run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress), provenance,
+                        **run_rows[run]) for run, batches in runs.items()]
+        rows += [run_row(run, write_proposal_run(paths.proposals(run), proposal, n_shards, progress), provenance,
+                         **run_rows[run]) for run, proposal in proposal_runs.items()]
         write_table(pl.DataFrame(rows, schema=schema.RUNS), paths.table("runs").parent)
         manifest = {
             "schema_version": schema.SCHEMA_VERSION,
@@ -117,7 +117,7 @@ def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, pr
         paths.manifest.write_text(json.dumps(manifest, indent=2))  # last: on an object store it commits the store
 
 
-def _run_row(run: str, n_rows: int, provenance, kind: str = "detections", tags: dict | None = None) -> dict:
+def run_row(run: str, n_rows: int, provenance, kind: str = "detections", tags: dict | None = None) -> dict:
     return {"run": run, "kind": kind, "source": str((provenance or {}).get(run, "")), "n_detections": n_rows,
             "tags": tag_list(tags)}
 
@@ -136,7 +136,7 @@ def add_run(layout: StoreLayout, run: str, batches, provenance=None, overwrite: 
         with atomic_folder(layout.paths.dt(run), overwrite=True) as tmp:
             n_detections = write_batches(tmp, batches, layout.n_shards, schema.DT, progress)
         manifest = dict(layout.manifest, runs=sorted(set(layout.manifest["runs"]) | {run}))
-        return _register_run(layout, _run_row(run, n_detections, provenance, tags=tags), manifest, provenance,
+        return _register_run(layout, run_row(run, n_detections, provenance, tags=tags), manifest, provenance,
                              replaced)
 
 
@@ -150,7 +150,7 @@ def add_proposal_run(layout: StoreLayout, run: str, proposal: ProposalRun, prove
         with atomic_folder(layout.paths.proposals(run), overwrite=True) as tmp:
             n_proposals = write_proposal_run(tmp, proposal, layout.n_shards, progress)
         manifest = dict(layout.manifest, proposal_runs={**layout.proposal_runs, run: proposal.description()})
-        row = _run_row(run, n_proposals, provenance, kind="proposals", tags=tags)
+        row = run_row(run, n_proposals, provenance, kind="proposals", tags=tags)
         return _register_run(layout, row, manifest, provenance, replaced)
 
 

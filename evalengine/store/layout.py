@@ -39,6 +39,7 @@ class StoreLayout(Shown):
 
     root: object  # pathlib.Path or evalengine.store.location.RemotePath
     manifest: dict
+    persistent = True  # its tables are files (a store in memory: evalengine.store.memory)
 
     @property
     def layout(self) -> "StoreLayout":
@@ -90,7 +91,19 @@ class StoreLayout(Shown):
 
     def scan_gt(self) -> pl.LazyFrame:
         """The ground truth of every shard, lazily."""
-        return scan_shards(self.paths.gt)
+        return self.scan_sharded(self.paths.gt)
+
+    def scan_sharded(self, folder) -> pl.LazyFrame:
+        """A sharded table of the store (a run's detections, a match table's side), lazily."""
+        return scan_shards(folder)
+
+    def read_file(self, path, columns=None, exclude=()) -> pl.DataFrame:
+        """One table file (:func:`read_stored`)."""
+        return read_stored(path, self.root, columns, exclude)
+
+    def columns_of(self, path) -> list:
+        """The column names of one table file."""
+        return pl.scan_parquet(str(path)).collect_schema().names()
 
     def category_ids(self) -> list:
         return self.read("categories", ["category_id"]).get_column("category_id").to_list()

@@ -33,6 +33,18 @@ def scan_shards(folder) -> pl.LazyFrame:
                            hive_schema={**{key: pl.String for key in keys}, "shard": pl.Int64})
 
 
+def split_by_shard(frame: pl.DataFrame, n_shards: int, arrow_schema) -> tuple:
+    """``(table, bounds, nonempty)``: ``frame`` as an Arrow table of ``arrow_schema`` with its rows grouped by the
+    shard of their ``image_id`` (stable: each shard keeps the frame's order), shard ``k`` being rows
+    ``bounds[k]:bounds[k + 1]``; ``nonempty``: the shards that receive rows. Disk and memory stores shard alike."""
+    shards = shard_of(frame.get_column("image_id").to_numpy(), n_shards)
+    if not (shards[1:] >= shards[:-1]).all():  # a frame already in shard order is taken as it is
+        order = np.argsort(shards, kind="stable")
+        frame, shards = frame[order], shards[order]
+    bounds = np.searchsorted(shards, np.arange(n_shards + 1))
+    return frame.to_arrow().cast(arrow_schema), bounds, np.flatnonzero(np.diff(bounds))
+
+
 class ShardWriter:
     """Appends frames to one Parquet file per shard as they come.
 
@@ -56,13 +68,7 @@ class ShardWriter:
 
     def write(self, frame: pl.DataFrame) -> None:
         """Append ``frame``, each row to the shard of its ``image_id``."""
-        shards = shard_of(frame.get_column("image_id").to_numpy(), self.n_shards)
-        if not (shards[1:] >= shards[:-1]).all():  # a frame already in shard order is sliced as it is
-            order = np.argsort(shards, kind="stable")
-            frame, shards = frame[order], shards[order]
-        bounds = np.searchsorted(shards, np.arange(self.n_shards + 1))
-        table = frame.to_arrow().cast(self.arrow_schema)
-        nonempty = np.flatnonzero(np.diff(bounds))
+        table, bounds, nonempty = split_by_shard(frame, self.n_shards, self.arrow_schema)
         for k in nonempty:
             if k not in self.writers:
                 # dictionary encoding costs twice the write time on box and score columns and rarely pays
@@ -121,17 +127,18 @@ def closed(batches):
     return closing(batches) if hasattr(batches, "close") else nullcontext()
 
 
-def write_batches(folder, batches, n_shards: int, table_schema: dict, progress=None) -> int:
+def write_batches(folder, batches, n_shards: int, table_schema: dict, progress=None, writer=None) -> int:
     """Shard and write every frame of ``batches`` as it comes; return the number of rows. The columns the first frame
-    has beyond ``table_schema`` (a run's masks, keypoints) are written too."""
+    has beyond ``table_schema`` (a run's masks, keypoints) are written too. ``writer(folder, n_shards, schema)``: a
+    :class:`ShardWriter` unless given (a store in memory keeps the shards instead)."""
     with closed(batches):
         batches = iter(batches)
         first = next(batches, None)
         if first is not None:
             table_schema = {**table_schema, **{c: t for c, t in first.schema.items() if c not in table_schema}}
-        with ShardWriter(folder, n_shards, table_schema) as writer:
+        with (writer or ShardWriter)(folder, n_shards, table_schema) as shards:
             for batch in ([] if first is None else itertools.chain([first], batches)):
-                writer.write(batch)
+                shards.write(batch)
                 if progress:
                     progress(batch.height)
-            return writer.close()
+            return shards.close()

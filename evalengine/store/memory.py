@@ -1,0 +1,163 @@
+"""A store held in memory: the tables a store on disk would hold, sharded the same way, as Arrow-backed Polars frames
+keyed by the path each file would have (issue 17 item 3).
+
+A one-shot evaluation (``evalengine coco`` without ``--store``, :func:`evalengine.evaluate_coco`) ingests into one,
+matches its shards and keeps the match table beside them, so it never writes and re-reads Parquet that it would then
+delete. The frames are those a store on disk gives back (the same shard of every row, the same row order and column
+types), so every match and metric is bit-identical to the disk path's. :meth:`MemoryLayout.stored` writes it out as
+a store in a temporary folder for what only a store on disk serves (a protocol matched by Dask tasks that read
+files)."""
+
+import json
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import polars as pl
+import pyarrow as pa
+
+from evalengine import schema
+from evalengine.store.build import create_store, run_row
+from evalengine.store.layout import StoreLayout, damaged, open_layout
+from evalengine.store.paths import PROTOCOL_FILE, StorePaths, shard_file
+from evalengine.store.shards import scan_shards, split_by_shard, write_batches
+from evalengine.store.sharding import shard_of
+from evalengine.store.tags import check_tags
+
+ROOT = PurePosixPath("<memory>")
+
+
+class MemoryShards:
+    """:class:`~evalengine.store.shards.ShardWriter`'s twin: each shard's rows, in the order they come, as one frame in
+    ``files`` under the name of the file the writer would write."""
+
+    def __init__(self, folder, n_shards: int, table_schema: dict, files: dict):
+        self.folder, self.n_shards, self.files = folder, n_shards, files
+        self.arrow_schema = pl.DataFrame(schema=table_schema).to_arrow().schema
+        self.parts = [[] for _ in range(n_shards)]
+        self.rows = 0
+
+    def write(self, frame: pl.DataFrame) -> None:
+        table, bounds, nonempty = split_by_shard(frame, self.n_shards, self.arrow_schema)
+        for k in nonempty:
+            self.parts[k].append(table.slice(bounds[k], bounds[k + 1] - bounds[k]))
+        self.rows += frame.height
+
+    def __enter__(self) -> "MemoryShards":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.parts = []  # nothing is kept of a failed write
+
+    def close(self) -> int:
+        for k, parts in enumerate(self.parts):
+            table = pa.concat_tables(parts) if parts else self.arrow_schema.empty_table()
+            self.files[str(shard_file(self.folder, k))] = pl.from_arrow(table)
+        return self.rows
+
+
+@dataclass(frozen=True, repr=False)
+class MemoryLayout(StoreLayout):
+    """A store in memory (:func:`memory_store`); it reads as :class:`StoreLayout` does, from ``files``."""
+
+    files: dict = field(default_factory=dict, compare=False)
+    persistent = False
+
+    def described(self) -> str:
+        return f"in memory: {self.n_shards} shards, runs: {', '.join(self.runs) or 'none'}"
+
+    def read_file(self, path, columns=None, exclude=()) -> pl.DataFrame:
+        """One table file, whole or its ``columns`` (else all but ``exclude``), as :func:`read_stored` reads it."""
+        try:
+            frame = self.files[str(path)]
+        except KeyError:
+            raise damaged(path, self.root, "missing") from None
+        if columns is not None:
+            return frame.select(columns)
+        return frame.select(pl.exclude(*exclude)) if exclude else frame
+
+    def read(self, table: str, columns=None) -> pl.DataFrame:
+        return self.read_file(self.paths.table(table), columns)
+
+    def scan(self, table: str) -> pl.LazyFrame:
+        return self.read(table).lazy()
+
+    def columns_of(self, path) -> list:
+        return self.read_file(path).columns
+
+    def scan_sharded(self, folder) -> pl.LazyFrame:
+        """The shards of ``folder`` as :func:`~evalengine.store.shards.scan_shards` reads them: their rows in shard
+        order, then the folder's ``key=value`` levels (strings) and ``shard``; a folder on disk (a table matched in
+        :meth:`stored`) is read from there."""
+        if not str(folder).startswith(f"{ROOT}/"):
+            return scan_shards(folder)
+        prefix = f"{folder}/shard="
+        shards = sorted((int(name[len(prefix):].split("/", 1)[0]), frame) for name, frame in self.files.items()
+                        if name.startswith(prefix))
+        levels = {level.split("=", 1)[0]: level.split("=", 1)[1] for level in PurePosixPath(str(folder)).parts
+                  if "=" in level}
+        frames = [frame.lazy().with_columns(*[pl.lit(value, pl.String).alias(key) for key, value in levels.items()],
+                                            pl.lit(k, pl.Int64).alias("shard")) for k, frame in shards]
+        return pl.concat(frames) if frames else pl.LazyFrame()
+
+    def recorded(self, folder) -> dict | None:
+        """The ``protocol.json`` of a match table kept here, None if none is."""
+        text = self.files.get(str(folder / PROTOCOL_FILE))
+        return None if text is None else json.loads(text)
+
+    def keep_matches(self, folder, sides: list, description: dict) -> None:
+        """Keep a match table: ``sides`` holds one ``{side: frame}`` per shard; ``protocol.json``'s text last."""
+        for k, frames in enumerate(sides):
+            for side, frame in frames.items():
+                self.files[str(shard_file(folder / side, k))] = frame
+        self.files[str(folder / PROTOCOL_FILE)] = json.dumps(description, indent=2)
+
+    def stored(self) -> StoreLayout:
+        """This store written out to a temporary folder (once; removed with this layout or at exit), its match tables
+        with it."""
+        if "_stored" not in self.__dict__:
+            folder = Path(tempfile.mkdtemp(prefix="evalengine-"))
+            weakref.finalize(self, shutil.rmtree, folder, True)
+            self.__dict__["_stored"] = _write_out(self, folder / "store")
+        return self.__dict__["_stored"]
+
+
+def _write_out(layout: MemoryLayout, target) -> StoreLayout:
+    create_store(target, layout.read("images").drop("shard"), layout.read("categories"),
+                 layout.scan_sharded(layout.paths.gt).drop("shard").collect(),
+                 {run: [layout.scan_sharded(layout.paths.dt(run)).drop("run", "shard").collect()]
+                  for run in layout.runs}, n_shards=layout.n_shards, provenance=layout.manifest.get("provenance"))
+    for name, value in layout.files.items():
+        if not name.startswith(f"{ROOT}/matches/"):
+            continue
+        path = target / PurePosixPath(name).relative_to(ROOT)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(value, str):
+            path.write_text(value)
+        else:
+            value.write_parquet(str(path), compression="lz4")
+    return open_layout(target)
+
+
+def memory_store(images, categories, gt, runs: dict, n_shards: int, provenance=None, progress=None,
+                 tags: dict | None = None) -> MemoryLayout:
+    """:func:`~evalengine.store.build.create_store`'s tables, kept in memory: the images with their shard, the
+    categories, the runs table, the ground truth and each run's detections (an iterable of frames, sharded as they
+    come)."""
+    files, paths = {}, StorePaths(ROOT)
+    images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
+    for name, frame in (("images", images), ("categories", categories)):
+        files[str(paths.table(name))] = pl.from_arrow(frame.to_arrow())
+    with MemoryShards(paths.gt, n_shards, dict(gt.schema), files) as gt_shards:
+        gt_shards.write(gt)
+        gt_shards.close()
+    rows = [run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress,
+                                       writer=lambda folder, n, table_schema: MemoryShards(folder, n, table_schema,
+                                                                                           files)),
+                    provenance, tags=check_tags((tags or {}).get(run, {}))) for run, batches in runs.items()]
+    files[str(paths.table("runs"))] = pl.DataFrame(rows, schema=schema.RUNS)
+    manifest = {"schema_version": schema.SCHEMA_VERSION, "n_shards": n_shards, "runs": sorted(runs),
+                "proposal_runs": {}, "provenance": {k: str(v) for k, v in (provenance or {}).items()}}
+    return MemoryLayout(root=ROOT, manifest=manifest, files=files)
