@@ -136,11 +136,16 @@ def connect(store_path, allow_external: bool = False):
     files = [(path.name, text) for path in view_files() if _requirement_met(variables, text := path.read_text())]
     try:
         catalog = _catalog(con, files, store_path)
-        if catalog is None:  # no cache folder to write in: the views made in this connection
-            _define_views(con, files, store_path)
-        else:
-            con.execute(f"ATTACH {_quoted(catalog)} AS views (READ_ONLY)")
+        if catalog is not None:
+            try:
+                con.execute(f"ATTACH {_quoted(catalog)} AS views (READ_ONLY)")
+            except duckdb.Error:  # not a catalog (damaged on disk): made again
+                catalog.unlink(missing_ok=True)
+                catalog = _catalog(con, files, store_path)
+                con.execute(f"ATTACH {_quoted(catalog)} AS views (READ_ONLY)")
             con.execute("SET search_path = 'memory.main,views.main'")
+        else:  # no cache folder to write in: the views made in this connection
+            _define_views(con, files, store_path)
         if not allow_external:
             lock(con, store_path)
     except BaseException:

@@ -36,11 +36,14 @@ def test_made_once_and_equal_to_views_made_in_the_connection(matched, tmp_path, 
     assert len(made) == 1 and made[0].startswith("views-") and made[0].endswith(".duckdb")
     again = [matched.sql(q) for q in QUERIES]
     assert _catalogs(tmp_path / "cache") == made
+    (tmp_path / "cache" / "sql-views" / made[0]).write_bytes(b"damaged")  # made again
+    repaired = [matched.sql(q) for q in QUERIES]
+    assert _catalogs(tmp_path / "cache") == made
     (tmp_path / "file").write_text("not a folder")
     monkeypatch.setenv("EVALENGINE_CACHE_DIR", str(tmp_path / "file"))  # no catalog can be written: views in memory
     in_memory = [matched.sql(q) for q in QUERIES]
-    for a, b, c in zip(first, again, in_memory):
-        assert a.equals(b) and a.equals(c)
+    for a, b, c, d in zip(first, again, repaired, in_memory):
+        assert a.equals(b) and a.equals(c) and a.equals(d)
     assert first[0].height == 12 and first[5]["n"][0] > 0
 
 
