@@ -1,20 +1,25 @@
-"""The SQL views against the Python metrics they equal, on one matched store: each query in its own process.
+"""The SQL views against the Python metrics they equal, on one matched COCO-shaped store: each query in its own process.
 
-For every case, the view's query (``store.sql``) and the Python metric that gives the same numbers each run in a
-child process (bench_coco's :func:`run_child`: wall time from process start to exit, peak RSS); the child also
-reports the in-process time of the query alone and a digest of its numbers, and the table says whether SQL and
-Python agree to 1e-12. The load average is printed with each row (the machine is shared: read the ratios).
+For every case, the view's query and the Python metric giving the same numbers each run in a child process
+(bench_coco's :func:`run_child`: wall and CPU time of the whole process, peak RSS); the child also reports the
+in-process wall and CPU time of the call alone and its numbers, and the table says whether SQL and Python agree to
+1e-12. Cases are grouped by family (coco, lrp, tide, confusion, voc, analyze, borji); before the timed runs, each
+case's Python side runs once, untimed, so that the store holds every table the view reads (the match tables, and the
+run's AP table that `evalengine evaluate` keeps for `ap` and `coco_summary`).
 
-    python benchmarks/bench_sql.py STORE                      # a store matched under the default COCO protocol
-    python benchmarks/bench_sql.py STORE --cases coco_summary ap_small --repeat 3
+The SQL child queries through ``store.duckdb(allow_external=True)`` so that ``--memory-limit`` and ``--threads`` can
+be set (DuckDB's ``SET memory_limit`` / ``SET threads``; the locked door refuses SET; its defaults are 80 % of the
+RAM and one thread per core); it spills to the connection's temporary folder beyond the limit. The view catalog is
+made once before the timed runs (a first connection), as it is after a user's first query.
 
-The store is first evaluated once (as ``evalengine evaluate STORE`` does), which stores the run's AP table that
-``ap`` and ``coco_summary`` read; the image slice goes through the accumulation macros.
+    python benchmarks/bench_sql.py STORE                                   # every case
+    python benchmarks/bench_sql.py STORE --cases coco_summary slice --repeat 3 --memory-limit 2GB --threads 2
 """
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -35,18 +40,7 @@ sliced_gt AS (SELECT * FROM coco_accumulation_gt_matches WHERE protocol = 'coco'
               AND image_id IN (SELECT image_id FROM kept)),
 sliced_ap AS (SELECT * FROM coco_ap(sliced_dt, sliced_gt, sliced_params))
 SELECT value FROM coco_summary_of(sliced_ap, sliced_params)"""
-CASES = {  # name: (SQL, Python: a function of the store returning the numbers in the SQL's row order)
-    "coco_summary": ("SELECT value FROM coco_summary WHERE protocol = 'coco' AND run = 'default'",
-                     lambda store: list(store.evaluate().stats())),
-    "ap_small": ("SELECT avg(ap) FILTER (WHERE ap > -1) AS ap FROM ap WHERE protocol = 'coco' AND "
-                 "run = 'default' AND area_range = 'small' AND max_dets = 100 GROUP BY category_id ORDER BY category_id",
-                 lambda store: _ap_small(store)),
-    "image_counts": ("SELECT sum(tp)::BIGINT, sum(fp)::BIGINT, sum(fn)::BIGINT FROM image_counts WHERE protocol = 'coco' AND run = 'default' "
-                     "AND iou_threshold = 0.5",
-                     lambda store: store.evaluate().per_image_counts(iou_threshold=0.5, area_range="all")
-                     .select("tp", "fp", "fn").sum().row(0)),
-    "slice": (SLICE_SQL, lambda store: list(store.report(where=SLICE).stats())),
-}
+DEFAULT = "protocol = 'coco' AND run = 'default'"
 
 
 def _ap_small(store) -> list:
@@ -57,24 +51,94 @@ def _ap_small(store) -> list:
             .get_column("ap").to_list())
 
 
-def child(store_path: str, case: str, side: str) -> None:
-    """In the child: open the store (imports and start-up are part of the wall time, not of the in-process time),
-    run one side of one case, print ``{"seconds", "numbers"}``."""
+def _outcomes(store) -> list:
+    """Detections per IoU threshold and outcome (fp, ignored, tp), area 'all', every evaluated detection."""
+    evaluation = store.evaluate()
+    numbers = []
+    for t in evaluation.protocol.iou_thresholds:
+        counts = evaluation.per_image_counts(iou_threshold=t, area_range="all").select("fp", "ignored_dt", "tp").sum()
+        numbers += [t, *counts.row(0)]
+    return numbers
+
+
+def _final_recall(store) -> list:
+    import polars as pl
+
+    table = store.evaluate().ap_table().filter(pl.col("recall") > -1)
+    return table.sort("category_id", "iou_threshold", "area_range", "max_dets").get_column("recall").to_list()
+
+
+def _operating_points(store) -> list:
+    from evalengine import api
+
+    points = api.voc.evaluate_thresholds(api.voc.lrp_protocol(), store.path).operating_points()
+    return [v for row in points.sort("category_id", "threshold", descending=[False, True])
+            .select("n_tp", "n_fp", "lrp").rows() for v in row]
+
+
+def _tide(store) -> list:
+    from evalengine import api
+
+    counts = api.tide(store).result.counts  # the view has a row per error that occurs, and Miss
+    return [counts[name] for name in sorted(counts) if counts[name] or name == "Miss"]
+
+
+def _confusion(store) -> list:
+    import polars as pl
+
+    from evalengine import api
+
+    matrix = api.confusion(store).matrix().filter(pl.col("count") > 0)
+    return [v for row in matrix.sort("gt_category_id", "dt_category_id", nulls_last=True)
+            .select("count", "fraction").rows() for v in row]
+
+
+CASES = {  # name: (family, SQL, Python: a function of the store returning the numbers in the SQL's row order)
+    "coco_summary": ("coco", f"SELECT value FROM coco_summary WHERE {DEFAULT}", lambda store: list(store.evaluate().stats())),
+    "ap_small": ("coco", "SELECT avg(ap) FILTER (WHERE ap > -1) AS ap FROM ap WHERE protocol = 'coco' AND "
+                 "run = 'default' AND area_range = 'small' AND max_dets = 100 GROUP BY category_id ORDER BY category_id",
+                 _ap_small),
+    "image_counts": ("coco", f"SELECT sum(tp)::BIGINT, sum(fp)::BIGINT, sum(fn)::BIGINT FROM image_counts WHERE {DEFAULT} "
+                     "AND iou_threshold = 0.5",
+                     lambda store: store.evaluate().per_image_counts(iou_threshold=0.5, area_range="all")
+                     .select("tp", "fp", "fn").sum().row(0)),
+    "detection_outcomes": ("coco", f"SELECT iou_threshold, count(*) FILTER (WHERE outcome = 'fp'), "
+                           "count(*) FILTER (WHERE outcome = 'ignored'), count(*) FILTER (WHERE outcome = 'tp') "
+                           f"FROM detection_outcomes WHERE {DEFAULT} GROUP BY ALL ORDER BY iou_threshold", _outcomes),
+    "pr_curve": ("coco", "SELECT max(recall) FROM pr_curve WHERE protocol = 'coco' AND run = 'default' GROUP BY "
+                 "category_id, iou_threshold, area_range, max_dets ORDER BY category_id, iou_threshold, area_range, "
+                 "max_dets", _final_recall),
+    "slice": ("coco", SLICE_SQL, lambda store: list(store.report(where=SLICE).stats())),
+    "operating_points": ("lrp", f"SELECT n_tp, n_fp, lrp FROM operating_points WHERE {DEFAULT} AND iou_threshold = 0.5 "
+                         "ORDER BY category_id, threshold DESC", _operating_points),
+    "tide_error_counts": ("tide", "SELECT count FROM tide_error_counts WHERE protocol = 'tide' ORDER BY error", _tide),
+    "confusion_matrix": ("confusion", "SELECT count, fraction FROM confusion_matrix WHERE protocol = 'confusion' "
+                         "ORDER BY gt_category_id NULLS LAST, dt_category_id NULLS LAST", _confusion),
+}
+
+
+def child(store_path: str, case: str, side: str, settings: list) -> None:
+    """In the child: open the store (imports and start-up are part of the process's time, not of the call's), run
+    one side of one case, print ``{"seconds", "cpu", "numbers"}``."""
     import evalengine
 
     store = evalengine.open(store_path)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     if side == "sql":
-        frame = store.sql(CASES[case][0])
-        numbers = [v for row in frame.rows() for v in row]
+        con = store.duckdb(allow_external=True)
+        for setting in settings:
+            con.execute(f"SET {setting}")
+        numbers = [v for row in con.sql(CASES[case][1]).fetchall() for v in row]
     else:
-        numbers = list(CASES[case][1](store))
-    print(json.dumps({"seconds": time.perf_counter() - started, "numbers": numbers}))
+        numbers = list(CASES[case][2](store))
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"seconds": time.perf_counter() - started, "numbers": numbers,
+                      "cpu": end.ru_utime + end.ru_stime - cpu.ru_utime - cpu.ru_stime}))
 
 
 def _agree(a: list, b: list) -> bool:
-    return len(a) == len(b) and all((x is None and y is None) or (x is not None and y is not None and abs(x - y) <= 1e-12)
-                                    for x, y in zip(a, b))
+    return len(a) == len(b) and all(
+        (x is None and y is None) or (x is not None and y is not None and abs(x - y) <= 1e-12) for x, y in zip(a, b))
 
 
 def main(argv=None) -> int:
@@ -83,30 +147,48 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--max-rss-gib", type=float, default=12.0)
+    parser.add_argument("--memory-limit", default=None, help="DuckDB's memory_limit for the SQL side, e.g. 2GB")
+    parser.add_argument("--threads", type=int, default=None, help="DuckDB's threads for the SQL side")
     parser.add_argument("--child", nargs=2, metavar=("CASE", "SIDE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    settings = [*([f"memory_limit = '{args.memory_limit}'"] if args.memory_limit else []),
+                *([f"threads = {args.threads}"] if args.threads else [])]
     if args.child:
-        child(args.store, *args.child)
+        child(args.store, *args.child, settings)
         return 0
-    # the store as `evalengine evaluate STORE` leaves it: the run's AP table stored beside its match table
-    run_child([sys.executable, __file__, args.store, "--child", "coco_summary", "python"], args.max_rss_gib * 2**30)
-    print("| view | SQL s (in-process) | Python s (in-process) | SQL ÷ Python | SQL peak RSS | Python peak RSS | "
-          "equal to 1e-12 | load |\n|---|---|---|---|---|---|---|---|", flush=True)
+    limit = args.max_rss_gib * 2**30
+
+    def run(case, side):
+        extra = [*(["--memory-limit", args.memory_limit] if args.memory_limit else []),
+                 *(["--threads", str(args.threads)] if args.threads else [])]
+        return run_child([sys.executable, __file__, args.store, "--child", case, side, *extra], limit)
+
+    for case in args.cases:  # the store as its Python metrics leave it, and the view catalog made
+        prepared = run(case, "python")
+        if "error" in prepared:
+            print(f"{case}: Python side failed: {prepared['error']}", file=sys.stderr)
+    run(args.cases[0], "sql")
+    print(f"SQL settings: {', '.join(settings) or 'DuckDB defaults'}\n\n"
+          "| family | view | SQL s: call (process) | Python s: call (process) | SQL CPU s | Python CPU s | "
+          "SQL ÷ Python (call) | SQL peak RSS | Python peak RSS | equal to 1e-12 | load |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for case in args.cases:
         runs = {"sql": [], "python": []}
         for _ in range(args.repeat):
             for side in runs:  # interleaved, so that both see the same load
-                runs[side].append(run_child([sys.executable, __file__, args.store, "--child", case, side],
-                                            args.max_rss_gib * 2**30))
+                runs[side].append(run(case, side))
         if any("error" in r for side in runs.values() for r in side):
-            print(f"| {case} | {[r.get('error') for side in runs.values() for r in side]} |", flush=True)
+            print(f"| {CASES[case][0]} | {case} | {[r.get('error') for side in runs.values() for r in side]} |",
+                  flush=True)
             continue
         wall = {side: statistics.median(r["wall_seconds"] for r in rs) for side, rs in runs.items()}
         inner = {side: statistics.median(r["seconds"] for r in rs) for side, rs in runs.items()}
+        cpu = {side: statistics.median(r["cpu"] for r in rs) for side, rs in runs.items()}
         rss = {side: max(r["peak_rss_mib"] for r in rs) for side, rs in runs.items()}
         same = _agree(runs["sql"][0]["numbers"], runs["python"][0]["numbers"])
-        print(f"| {case} | {wall['sql']:.2f} ({inner['sql']:.2f}) | {wall['python']:.2f} ({inner['python']:.2f}) | "
-              f"{inner['sql'] / inner['python']:.1f} | {rss['sql'] / 1024:.2f} GB | {rss['python'] / 1024:.2f} GB | "
+        print(f"| {CASES[case][0]} | {case} | {inner['sql']:.2f} ({wall['sql']:.2f}) | "
+              f"{inner['python']:.2f} ({wall['python']:.2f}) | {cpu['sql']:.2f} | {cpu['python']:.2f} | "
+              f"{inner['sql'] / inner['python']:.2f} | {rss['sql'] / 1024:.2f} GB | {rss['python'] / 1024:.2f} GB | "
               f"{'yes' if same else 'NO'} | {os.getloadavg()[0]:.1f} |", flush=True)
     return 0
 

@@ -15,7 +15,9 @@ The door is read-only unless opened with ``allow_external``: the connection read
 """
 
 import atexit
+import hashlib
 import json
+import os
 import shutil
 import tempfile
 import uuid
@@ -130,24 +132,89 @@ def connect(store_path, allow_external: bool = False):
     else:  # relative paths in the user's own queries (allow_external only: the lock checks a path as written)
         con.execute(f"SET file_search_path = {_quoted(store_path)}")
     variables = path_variables(store_path)
-    for name, value in variables.items():
-        con.execute(f"SET VARIABLE {name} = {_value(value)}")
+    con.execute("".join(f"SET VARIABLE {name} = {_value(value)};\n" for name, value in variables.items()))
+    files = [(path.name, text) for path in view_files() if _requirement_met(variables, text := path.read_text())]
+    try:
+        catalog = _catalog(con, files, store_path)
+        if catalog is not None:
+            try:
+                con.execute(f"ATTACH {_quoted(catalog)} AS views (READ_ONLY)")
+            except duckdb.Error:  # not a catalog (damaged on disk): made again
+                catalog.unlink(missing_ok=True)
+                catalog = _catalog(con, files, store_path)
+                con.execute(f"ATTACH {_quoted(catalog)} AS views (READ_ONLY)")
+            con.execute("SET search_path = 'memory.main,views.main'")
+        else:  # no cache folder to write in: the views made in this connection
+            _define_views(con, files, store_path)
+        if not allow_external:
+            lock(con, store_path)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _define_views(con, files: list, store_path) -> None:
+    """Run the view files (``[(name, text)]``, requirements met) in the connection's current database, after the
+    ``coco_summary_layout`` table they read."""
+    import duckdb
+
     con.execute("CREATE TABLE coco_summary_layout (keypoints BOOLEAN, position INTEGER, metric VARCHAR, is_ap BOOLEAN, "
                 "iou DOUBLE, area VARCHAR, cap VARCHAR)")
-    con.executemany("INSERT INTO coco_summary_layout VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(keypoints, i + 1, *row[:4], str(row[4]))
-                     for keypoints, layout in ((False, SUMMARY_LAYOUT), (True, KEYPOINT_LAYOUT))
-                     for i, row in enumerate(layout)])
-    for path in view_files():
-        text = path.read_text()
-        if _requirement_met(variables, text):
-            try:
-                con.execute(text)
-            except duckdb.Error as exc:  # a damaged table: DuckDB's message names the file
-                raise StoreError(f"{store_path}: view {path.name}: {first_line(exc)}") from exc
-    if not allow_external:
-        lock(con, store_path)
-    return con
+    con.executemany("INSERT INTO coco_summary_layout VALUES (?, ?, ?, ?, ?, ?, ?)", _layout_rows())
+    for name, text in files:
+        try:
+            con.execute(text)
+        except duckdb.Error as exc:  # a damaged table: DuckDB's message names the file
+            raise StoreError(f"{store_path}: view {name}: {first_line(exc)}") from exc
+
+
+def _layout_rows() -> list:
+    return [(keypoints, i + 1, *row[:4], str(row[4]))
+            for keypoints, layout in ((False, SUMMARY_LAYOUT), (True, KEYPOINT_LAYOUT)) for i, row in enumerate(layout)]
+
+
+def catalog_folder() -> Path:
+    """Where the view catalogs are kept: ``$EVALENGINE_CACHE_DIR``, else ``$XDG_CACHE_HOME/evalengine`` (default
+    ``~/.cache/evalengine``), in ``sql-views/``."""
+    root = os.environ.get("EVALENGINE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or
+                                                          Path.home() / ".cache") / "evalengine"
+    return Path(root) / "sql-views"
+
+
+def _catalog(con, files: list, store_path) -> Path | None:
+    """The view catalog of ``files`` (a DuckDB file of their views), made on first use; None where it cannot be
+    written.
+
+    Creating a view binds it, and binding re-binds every view below it and reads the Parquet footers they name:
+    about a second a connection for some 30 files. A view kept in a database file is bound only when a query reads
+    it, so the files are run once per set of definitions (the files whose requirements are met, their text, the
+    DuckDB version, the summary layout) into ``catalog_folder()/views-<digest>.duckdb`` (written beside, renamed
+    into place) that connections attach read-only. A stored view binds at query time to the connection's variables
+    and the columns its files have then, so one catalog serves every store with the same tables, and a damaged
+    table is reported by the query that reads it."""
+    import duckdb
+
+    digest = hashlib.sha256(repr((duckdb.__version__, _layout_rows(), files)).encode()).hexdigest()[:32]
+    catalog = catalog_folder() / f"views-{digest}.duckdb"
+    if catalog.is_file():
+        return catalog
+    building = catalog.with_name(f".{catalog.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        catalog.parent.mkdir(parents=True, exist_ok=True)
+        con.execute(f"ATTACH {_quoted(building)} AS views")
+    except (OSError, duckdb.IOException):
+        return None
+    try:
+        con.execute("USE views")
+        _define_views(con, files, store_path)
+        con.execute("USE memory")
+        con.execute("DETACH views")
+        building.replace(catalog)
+    finally:
+        building.unlink(missing_ok=True)
+        building.with_name(building.name + ".wal").unlink(missing_ok=True)
+    return catalog
 
 
 def lock(con, store_path) -> None:

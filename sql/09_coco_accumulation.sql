@@ -74,6 +74,11 @@ WHERE g.n_gt > 0;
 -- before it, so only the true positives are read: the envelope at one is the highest precision of the true positives
 -- from it on, and it is sampled by the thresholds above the previous true positive's recall, up to its own (counted
 -- with an ASOF join on the sorted thresholds).
+-- The detections are sorted once per category (position: pycocotools' order, score descending, image id, rank in
+-- image). A true positive's tp + fp is the number of detections counted up to it: those ignored at no IoU threshold
+-- of the area range (most of them; one running count per area range and max dets) plus those ignored at some
+-- thresholds but not this one (a running count over the few rows that are true positives or partly ignored, per
+-- threshold), so that only those few rows are expanded over the IoU thresholds.
 CREATE OR REPLACE MACRO coco_ap(dt, gt, params) AS TABLE
 WITH grid AS (
     SELECT p.protocol, p.run, p.stage, k.category_id, t.thr_index, t.iou_threshold, a.area_index, a.area_range,
@@ -88,13 +93,47 @@ WITH grid AS (
     SELECT protocol, run, stage, recall_threshold, n_recall_thresholds,
            row_number() OVER (PARTITION BY protocol, run, stage ORDER BY recall_threshold) AS n_reached
     FROM coco_recall_thresholds(params)
+), ordered AS (
+    SELECT m.protocol, m.run, m.stage, CASE WHEN p.use_cats THEN m.category_id ELSE -1 END AS category_id,
+           m.dt_rank, m.tp_bits, m.ignored_bits,
+           row_number() OVER (PARTITION BY m.protocol, m.run, m.stage, CASE WHEN p.use_cats THEN m.category_id ELSE -1 END
+                              ORDER BY m.score DESC, m.image_id, m.dt_rank) AS position
+    FROM query_table(dt) AS m
+    JOIN query_table(params) AS p USING (protocol, run, stage)
+), capped AS (
+    SELECT o.protocol, o.run, o.stage, o.category_id, a.area_index, d.max_dets, o.position,
+           o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits
+    FROM ordered AS o
+    JOIN coco_area_ranges(params) AS a USING (protocol, run, stage)
+    JOIN coco_max_dets(params) AS d USING (protocol, run, stage)
+    WHERE o.dt_rank < d.max_dets
+), counted AS (
+    SELECT *, sum((ignored_bits = 0)::BIGINT) OVER (
+               PARTITION BY protocol, run, stage, category_id, area_index, max_dets
+               ORDER BY position ROWS UNBOUNDED PRECEDING) AS n_counted_everywhere
+    FROM capped
+), sparse AS (
+    SELECT c.protocol, c.run, c.stage, c.category_id, c.area_index, t.thr_index, c.max_dets, c.position,
+           (c.tp_bits >> t.thr_index) & 1 = 1 AS is_tp, c.ignored_bits <> 0 AS partly_ignored, c.n_counted_everywhere
+    FROM counted AS c
+    JOIN coco_iou_thresholds(params) AS t USING (protocol, run, stage)
+    WHERE (c.tp_bits <> 0 OR c.ignored_bits <> 0) AND (c.ignored_bits >> t.thr_index) & 1 = 0
+), cumulative AS (
+    SELECT *,
+           sum(is_tp::BIGINT) OVER w AS tp,
+           n_counted_everywhere + sum(partly_ignored::BIGINT) OVER w AS n_counted
+    FROM sparse
+    WINDOW w AS (PARTITION BY protocol, run, stage, category_id, area_index, thr_index, max_dets
+                 ORDER BY position ROWS UNBOUNDED PRECEDING)
 ), true_positives AS (
-    SELECT protocol, run, stage, category_id, thr_index, area_index, max_dets, score, image_id, dt_rank, recall,
-           max(precision) OVER (PARTITION BY protocol, run, stage, category_id, thr_index, area_index, max_dets
-                                ORDER BY score DESC, image_id, dt_rank
-                                ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
-    FROM coco_pr_curve(dt, gt, params)
-    WHERE is_tp
+    SELECT c.protocol, c.run, c.stage, c.category_id, c.thr_index, c.area_index, c.max_dets, c.position,
+           c.tp / g.n_gt AS recall,
+           max(c.tp / (c.n_counted + 2.220446049250313e-16)) OVER (
+               PARTITION BY c.protocol, c.run, c.stage, c.category_id, c.thr_index, c.area_index, c.max_dets
+               ORDER BY c.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
+    FROM cumulative AS c
+    JOIN coco_regular_gt(gt, params) AS g USING (protocol, run, stage, category_id, area_index)
+    WHERE c.is_tp AND g.n_gt > 0
 ), sampled AS (
     SELECT c.*, coalesce(r.n_reached, 0) AS n_reached, r.n_recall_thresholds
     FROM true_positives AS c
@@ -105,7 +144,7 @@ WITH grid AS (
            sum(envelope * (n_reached - coalesce(previous, 0))) / any_value(n_recall_thresholds) AS ap,
            max(recall) AS recall
     FROM (SELECT *, lag(n_reached) OVER (PARTITION BY protocol, run, stage, category_id, thr_index, area_index, max_dets
-                                         ORDER BY score DESC, image_id, dt_rank) AS previous
+                                         ORDER BY position) AS previous
           FROM sampled)
     GROUP BY ALL
 )
