@@ -3,13 +3,16 @@
 Tools: ``evalengine`` (COCO JSON in), ``evalengine-parquet`` (Parquet detections in),
 ``evalengine-store`` (an already ingested store: matching and metrics only), ``evalengine-compat`` (the pycocotools
 drop-in, driven as pycocotools), ``pycocotools``,
-``faster-coco-eval`` and ``hotcoco`` (COCO JSON in). Reports wall time (process start to exit, what a
-user waits for), in-process time, peak RSS, the ratio to evalengine and whether each tool printed the
-same 12 numbers (|diff| <= 1e-12), and its CPU time (user + system, of every thread: steadier than wall time on a
-shared machine). A tool whose RSS passes ``--max-rss-gib`` is stopped and reported so.
+``faster-coco-eval``, ``hotcoco``, ``ultrafast-pycocotools`` (COCO JSON in, driven as pycocotools) and ``vernier``
+(its native evaluator on the files' bytes, strict parity, every core). Reports wall time (process start to exit, what
+a user waits for), in-process time, peak RSS, the ratio to evalengine and whether each tool printed the
+same 12 numbers (|diff| <= 1e-12) as pycocotools (as the first evalengine row where pycocotools was not run), and its
+CPU time (user + system, of every thread: steadier than wall time on a shared machine). A tool whose RSS passes
+``--max-rss-gib`` is stopped and reported so.
 
     python benchmarks/bench_coco.py --images 5000
     python benchmarks/bench_coco.py --images 100000 --classes 500 --tools evalengine-parquet hotcoco
+    python benchmarks/bench_coco.py --shape objects365 --tools evalengine hotcoco vernier ultrafast-pycocotools
 """
 
 import argparse
@@ -26,10 +29,11 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from generate import add_size_arguments, generate, write  # noqa: E402
+from generate import add_size_arguments, generate, parse_sizes, write  # noqa: E402
 
 MODULES = {"evalengine": "evalengine", "evalengine-parquet": "evalengine", "evalengine-store": "evalengine",
-           "evalengine-compat": "evalengine", "pycocotools": "pycocotools", "faster-coco-eval": "faster_coco_eval", "hotcoco": "hotcoco"}
+           "evalengine-compat": "evalengine", "pycocotools": "pycocotools", "faster-coco-eval": "faster_coco_eval", "hotcoco": "hotcoco",
+           "ultrafast-pycocotools": "ultrafast_pycocotools", "vernier": "vernier"}
 
 
 def _rss_bytes(pid: int) -> int:
@@ -146,7 +150,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_size_arguments(parser)
     add_run_arguments(parser, list(MODULES))
-    args = parser.parse_args(argv)
+    args = parse_sizes(parser, argv)
 
     name = f"coco_{args.images}img_{args.classes}cls_{args.dets_per_image}det"
     data = args.out / name
@@ -170,9 +174,10 @@ def write_table(rows: list, title: str, repeat: int, out: Path, extra: dict) -> 
     """Print the Markdown table of :func:`_summary` rows (ratios and 12-number agreement against the first evalengine
     row) and write it to ``out.md``, with a JSON copy (``extra`` and the rows) to ``out.json``."""
     ours = next((r for r in rows if r["tool"].startswith("evalengine") and "stats" in r), None)
+    reference = next((r for r in rows if r["tool"] == "pycocotools" and "stats" in r), ours)
     lines = [title + (f" (median of {repeat} runs, range in brackets)" if repeat > 1 else ""), "",
              "| tool | wall s | in-process s | CPU s | peak RSS MiB | wall ÷ first evalengine | CPU ÷ first evalengine "
-             "| same 12 stats (≤1e-12) |",
+             f"| same 12 stats as {reference['tool'] if reference else '–'} (≤1e-12) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
@@ -180,7 +185,7 @@ def write_table(rows: list, title: str, repeat: int, out: Path, extra: dict) -> 
             continue
         ratio = r["wall_seconds"] / ours["wall_seconds"] if ours else float("nan")
         cpu_ratio = r["cpu_seconds"] / ours["cpu_seconds"] if ours else float("nan")
-        same = "–" if not ours else str(max(abs(a - b) for a, b in zip(r["stats"], ours["stats"])) <= 1e-12)
+        same = "–" if not reference else str(max(abs(a - b) for a, b in zip(r["stats"], reference["stats"])) <= 1e-12)
         spread = f" [{r['wall_min']:.2f}–{r['wall_max']:.2f}]" if repeat > 1 else ""
         lines.append(f"| {r['tool']} | {r['wall_seconds']:.2f}{spread} | {r['in_process_seconds']:.2f} | "
                      f"{r['cpu_seconds']:.2f} | {r['peak_rss_mib']:.0f} | {ratio:.2f} | {cpu_ratio:.2f} | {same} |")

@@ -98,7 +98,22 @@ def write(out: Path, images, annotations, categories, detections, parquet: bool 
         detections.write_parquet(out / "dt.parquet")
 
 
+# named sets: their sizes are the defaults of the size options (an option given still wins)
+SHAPES = {"coco": {"images": 5000, "classes": 80, "gt_per_image": 7.3, "dets_per_image": 100},
+          # Objects365 val: 80k images, 365 classes, ~15 boxes per image, ~1.2M results
+          "objects365": {"images": 80000, "classes": 365, "gt_per_image": 13.0, "dets_per_image": 15}}
+
+
+def parse_sizes(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """Parse ``argv`` with ``--shape``'s sizes as the defaults of the size options."""
+    shape = parser.parse_args(argv).shape
+    parser.set_defaults(**SHAPES[shape])
+    return parser.parse_args(argv)
+
+
 def add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", choices=list(SHAPES), default="coco",
+                        help="a named set's sizes (objects365: 80k images, 365 classes, 15 results per image)")
     parser.add_argument("--images", type=int, default=5000)
     parser.add_argument("--classes", type=int, default=80)
     parser.add_argument("--gt-per-image", type=float, default=7.3)
@@ -111,7 +126,7 @@ def main(argv=None):
     add_size_arguments(parser)
     parser.add_argument("--parquet", action="store_true", help="also write the detections as dt.parquet")
     parser.add_argument("--out", type=Path, required=True, help="folder for gt.json and dt.json")
-    args = parser.parse_args(argv)
+    args = parse_sizes(parser, argv)
     tables = generate(args.images, args.classes, args.gt_per_image, args.dets_per_image, args.seed)
     write(args.out, *tables, parquet=args.parquet)
     print(f"{args.out}: {tables[0].height} images, {tables[1].height} ground truths, {tables[3].height} detections")

@@ -7,8 +7,10 @@
 import contextlib
 import io
 import json
+import os
 import sys
 import time
+from pathlib import Path
 
 
 def evalengine_stats(gt, dt, iou_type):
@@ -49,6 +51,23 @@ def hotcoco_stats(gt, dt, iou_type):
     return _cocoeval_stats(COCO, COCOeval, gt, dt, iou_type)
 
 
+def ultrafast_stats(gt, dt, iou_type):
+    """ultrafast-pycocotools, the Rust drop-in: its COCO and COCOeval, driven as pycocotools is."""
+    from ultrafast_pycocotools import COCO, COCOeval
+
+    return _cocoeval_stats(COCO, COCOeval, gt, dt, iou_type)
+
+
+def vernier_stats(gt, dt, iou_type):
+    """vernier's native evaluator (its fastest path: the files' bytes in, every core), in pycocotools' strict
+    parity mode."""
+    from vernier.instance import Bbox, Evaluator, Segm
+
+    evaluator = Evaluator(iou={"bbox": Bbox, "segm": Segm}[iou_type](), parity_mode="strict")
+    summary = evaluator.evaluate(Path(gt).read_bytes(), Path(dt).read_bytes(), num_threads=os.cpu_count())
+    return [float(s) for s in summary.stats]
+
+
 def evalengine_compat_stats(gt, dt, iou_type):
     """The pycocotools drop-in (``evalengine.compat``) driven as pycocotools is."""
     from evalengine.compat import COCO, COCOeval
@@ -75,6 +94,8 @@ TOOLS = {
     "pycocotools": pycocotools_stats,
     "faster-coco-eval": faster_coco_eval_stats,
     "hotcoco": hotcoco_stats,
+    "ultrafast-pycocotools": ultrafast_stats,
+    "vernier": vernier_stats,
 }
 
 if __name__ == "__main__":

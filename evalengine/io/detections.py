@@ -42,6 +42,7 @@ from evalengine import schema
 from evalengine.io.coco import RESULT_FIELDS, CocoDataset
 from evalengine.io.csv_tables import csv_detections
 from evalengine.io.json_read import read_json_objects
+from evalengine.io.json_results import Fallback, result_frames
 from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks, jsonl_chunks, list_sample
 from evalengine.io.json_text import TextError
 from evalengine.io.masks import SEGMENTATION, box_polygon, check_keypoints, masks, segmentation_text
@@ -130,11 +131,10 @@ def prefetch(path, masks: bool = True):
     path = Path(path)
     if not (path.is_file() and path.suffix.lower() == ".json"):
         return None
-    fields = result_fields(path, masks)
     if path.stat().st_size > CHUNK_BYTES:
-        return _ReadAhead(path, fields)
+        return _ReadAhead(path, masks)
     pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(lambda: list(parsed_in_parallel(path, fields, "detection")))
+    future = pool.submit(lambda: list(json_results(path, masks)))
     pool.shutdown(wait=False)
     return future
 
@@ -145,10 +145,10 @@ class _ReadAhead:
     the chunk it is in would have been read; a reader that stops early, or drops this object unread (the ground
     truth was refused), stops the thread."""
 
-    def __init__(self, path: Path, fields: dict):
+    def __init__(self, path: Path, masks: bool):
         self._ready, self._stop = queue.Queue(maxsize=1), threading.Event()
         weakref.finalize(self, self._stop.set)
-        threading.Thread(target=_read_ahead, args=(path, fields, self._ready, self._stop), daemon=True).start()
+        threading.Thread(target=_read_ahead, args=(path, masks, self._ready, self._stop), daemon=True).start()
 
     def result(self) -> Iterator[pl.DataFrame]:
         try:
@@ -160,7 +160,7 @@ class _ReadAhead:
             self._stop.set()
 
 
-def _read_ahead(path: Path, fields: dict, ready: queue.Queue, stop: threading.Event) -> None:
+def _read_ahead(path: Path, masks: bool, ready: queue.Queue, stop: threading.Event) -> None:
     """:class:`_ReadAhead`'s thread: every chunk, then None (or the error) into ``ready`` until ``stop``."""
     def put(item) -> bool:
         while not stop.is_set():
@@ -172,7 +172,7 @@ def _read_ahead(path: Path, fields: dict, ready: queue.Queue, stop: threading.Ev
         return False
 
     try:  # closed in this thread: the parser holds a thread pool
-        with closing(parsed_in_parallel(path, fields, "detection")) as chunks:
+        with closing(json_results(path, masks)) as chunks:
             for chunk in chunks:
                 if not put(chunk):
                     return
@@ -190,7 +190,7 @@ def _raw_batches(path: Path, batch_rows: int, prefetched=None, masks: bool = Tru
     elif kind == ".csv":
         yield from csv_detections(path, dataset, batch_rows)
     elif kind == ".json":
-        yield from parsed_in_parallel(path, result_fields(path, masks), "detection")
+        yield from json_results(path, masks)
     elif kind == ".parquet":
         try:  # Polars' streaming reader decodes on every core (pyarrow's batch iterator on one: 2.5x slower)
             lazy = pl.scan_parquet(path)
@@ -225,14 +225,29 @@ def _json_lines_keys(path: Path, n_lines: int = 1000) -> list:
     return list(keys)
 
 
-def parsed_in_parallel(path: Path, fields: dict, what: str, lines: bool = False) -> Iterator[pl.DataFrame]:
+def json_results(path: Path, masks: bool) -> Iterator[pl.DataFrame]:
+    """The frames of a COCO result file: read by the kernel of :mod:`evalengine.io.json_results` as far as it can,
+    and from where it gives up (or wholly) by the exact reader."""
+    with closing(result_frames(path, not masks, CHUNK_BYTES)) as frames:
+        for item in frames:
+            if isinstance(item, Fallback):
+                fields = result_fields(path, masks) if item.offset == 0 else dict(RESULT_FIELDS)
+                yield from parsed_in_parallel(path, fields, "detection", start=item.offset or None,
+                                              first_row=item.rows)
+                return
+            yield item
+
+
+def parsed_in_parallel(path: Path, fields: dict, what: str, lines: bool = False, start: int | None = None,
+                       first_row: int = 0) -> Iterator[pl.DataFrame]:
     """The chunks of a COCO result file (``lines``: a JSON Lines file) as frames of its ``fields``, parsed on all
     cores (Polars releases the GIL), in file order; an error names the ``what`` (detection, …) by its position.
+    ``start``: the list is read from that object on, ``first_row`` results coming before it.
 
     At most one chunk per core is held at once, so memory stays bounded by the chunk size; compressed masks expand
     several-fold as run lengths, so files with segmentations are read in chunks of :data:`MASK_CHUNK_BYTES`."""
     workers = os.cpu_count() or 1
-    n_rows = 0
+    n_rows = first_row
 
     def result(future: Future) -> pl.DataFrame:
         nonlocal n_rows
@@ -246,7 +261,8 @@ def parsed_in_parallel(path: Path, fields: dict, what: str, lines: bool = False)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending = deque()
         size = {"chunk_bytes": MASK_CHUNK_BYTES} if "segmentation" in fields else {}
-        for offset, text in (jsonl_chunks if lines else json_list_chunks)(path, **size):
+        chunks = jsonl_chunks(path, **size) if lines else json_list_chunks(path, start=start, **size)
+        for offset, text in chunks:
             pending.append(pool.submit(read_json_objects, path, fields, text, offset, lines))
             if len(pending) >= workers:
                 yield result(pending.popleft())

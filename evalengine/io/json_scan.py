@@ -243,11 +243,16 @@ def read_span(path: Path, span: tuple) -> bytes:
 
 
 def list_sample(path: Path, span: tuple, n_objects: int = 1000, max_bytes: int = 4 * 2**20) -> bytes:
-    """The first ``n_objects`` objects of the JSON list at ``span`` (within ``max_bytes``), as a JSON list."""
-    text = read_span(path, (span[0], min(span[1], span[0] + max_bytes))).lstrip()
-    events = _events(np.frombuffer(text, np.uint8), np.zeros(3, np.int64), 0, _STRUCTURE_CLASS)
-    ends = events[events[:, 1] == ELEMENT_CLOSES, 0][:n_objects]
-    return text[: int(ends[-1]) + 1] + b"]" if len(ends) else b"[]"
+    """The first ``n_objects`` objects of the JSON list at ``span`` (within ``max_bytes``), as a JSON list. The text
+    read grows fourfold until it holds them (a sample of a large list scans a small part of it)."""
+    window = min(64 * 2**10, max_bytes)
+    while True:
+        text = read_span(path, (span[0], min(span[1], span[0] + window))).lstrip()
+        events = _events(np.frombuffer(text, np.uint8), np.zeros(3, np.int64), 0, _STRUCTURE_CLASS)
+        ends = events[events[:, 1] == ELEMENT_CLOSES, 0][:n_objects]
+        if len(ends) == n_objects or window >= max_bytes or span[0] + window >= span[1]:
+            return text[: int(ends[-1]) + 1] + b"]" if len(ends) else b"[]"
+        window = min(4 * window, max_bytes)
 
 
 def _refuse_an_object(path: Path) -> None:
@@ -264,12 +269,12 @@ def _refuse_an_object(path: Path) -> None:
                          f"that list alone; write it alone, e.g. jq .annotations {path} > results.json")
 
 
-def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple]:
+def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES, start: int | None = None) -> Iterator[tuple]:
     """``(offset, objects)`` pairs: ``objects`` holds the next whole objects of the file's top-level list and the
     separators between them (no brackets, no leading comma), and ``offset`` is where it starts in the file. The file
     is mapped, scanned in blocks and each chunk copied once out of it. Objects must be separated by ',' and the list
     closed by ']' with nothing but whitespace after it; otherwise Python's json reads the end of the file to say
-    where it goes wrong."""
+    where it goes wrong. ``start``: where to begin, at an object of the list (after a ',')."""
     with open(path, "rb") as handle:
         try:
             check_start(path, handle, b"[", "a JSON list of detections (a COCO result file)")
@@ -278,15 +283,15 @@ def json_list_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
             raise
         size = os.fstat(handle.fileno()).st_size
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            start = _after(view, 0, b"[")
-            if size <= chunk_bytes:  # one chunk: the file as it is, no scan needed
+            start = _after(view, 0, b"[") if start is None else start
+            if size - start <= chunk_bytes:  # one chunk: the file as it is, no scan needed
                 close = _before_close(view)
                 if view[close:close + 1] != b"]" or close < start:
                     diagnose_list_end(path, view[start:], start, after_value=False)
                 yield start, view[start:close]
                 return
-            state, at, last = np.zeros(3, np.int64), start, -1
-            for block_at in range(0, size, chunk_bytes):
+            state, at, last = np.array([1, 0, 0], np.int64), start, -1  # inside the list
+            for block_at in range(start, size, chunk_bytes):
                 end = _block_element_end(view, block_at, min(chunk_bytes, size - block_at), state)
                 if end < 0:  # an object longer than a block
                     continue

@@ -1,0 +1,303 @@
+"""COCO box results parsed straight from the file's bytes into typed columns, by a numba kernel.
+
+The kernel reads the common shape of a result list — objects of ``image_id``, ``category_id`` (integers),
+``bbox`` (four numbers) and ``score`` (a number), with any other key holding a plain value, or a skipped
+``segmentation`` where masks are not read — and gives up (:data:`FAIL`) on anything else: another form of a value
+(``2.0`` as an id, ``null``, a list of another length, NaN, …), a repeated key, an escape in a key, non-ASCII text,
+keypoints, or a syntax error. The caller then reads the same bytes with the exact, located reader
+(:mod:`evalengine.io.json_read`), so every accepted file gives the frame that reader gives, and every refused one
+its message.
+
+Numbers are read as Python's json reads them (correctly rounded): by Clinger's fast path
+(:mod:`evalengine.io.json_values`), any other number handed back as text and converted by Arrow's (correctly rounded)
+parser.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numba
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalengine.io.json_text import WHITESPACE, diagnose_list_end
+from evalengine.io.json_values import (FALSE, MANTISSA_DIGITS, NULL, TRUE, find, gather, number, runs_out,
+                                         skip_value, space, string_end)
+
+# what a parse ended on
+LIMIT, END, MORE, FAIL, SHAPES = 0, 1, 2, 3, 4
+MIN_OBJECT_BYTES = 57  # {"image_id":1,"category_id":1,"bbox":[1,1,1,1],"score":1}: every key is required
+_MAX_OTHER_KEYS = 16
+_IMAGE_ID, _CATEGORY_ID, _BBOX, _SCORE, _SEGMENTATION, _KEYPOINTS = 0, 1, 2, 3, 4, 5
+_ALL_REQUIRED = 0b1111
+_KEYS = (b"image_id", b"category_id", b"bbox", b"score", b"segmentation", b"keypoints")
+_KEY_BYTES = np.frombuffer(b"".join(_KEYS), np.uint8)
+_KEY_STARTS = np.cumsum([0] + [len(k) for k in _KEYS]).astype(np.int64)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _key(buf, start, end, key_bytes, key_starts):
+    """Which of :data:`_KEYS` the key at ``buf[start:end]`` is, or -1."""
+    for k in range(key_starts.shape[0] - 1):
+        a, b = key_starts[k], key_starts[k + 1]
+        if b - a == end - start:
+            same = True
+            for i in range(b - a):
+                if buf[start + i] != key_bytes[a + i]:
+                    same = False
+                    break
+            if same:
+                return k
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_, false_, null_):
+    """The result objects of a list from ``p`` (at an object, or whitespace before it) until the list ends or a ','
+    ends at ``limit`` or after it: ``(status, position, object start, ids (n, 2), values (n, 5: x, y, w, h, score),
+    inexact (k, 3: start, end, n * column + row))``. ``status`` :data:`LIMIT` (``position``: after the ','),
+    :data:`END` (at the list's ']'), :data:`MORE` (the buffer ends inside an object, which starts at ``position``),
+    :data:`FAIL` or :data:`SHAPES` (at the object starting at ``object start``)."""
+    n = buf.shape[0]
+    capacity = (n - p) // MIN_OBJECT_BYTES + 1
+    ids = np.empty((2, capacity), np.int64)
+    values = np.empty((5, capacity), np.float64)
+    inexact = np.empty((64, 3), np.int64)
+    n_inexact, row = 0, 0
+    other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
+    status = FAIL
+    while True:
+        start = space(buf, p, n)
+        p = start
+        if p >= n:
+            status = MORE
+            break
+        if buf[p] != 123:
+            break
+        p, seen, n_other, broken = p + 1, 0, 0, False
+        while True:
+            p = space(buf, p, n)
+            if p >= n or buf[p] != 34:
+                broken = True
+                break
+            key_end = string_end(buf, p, n)
+            if key_end < 0:
+                broken = True
+                break
+            k = _key(buf, p + 1, key_end - 1, key_bytes, key_starts)
+            if k < 0:  # another key: not given twice, no escape in it
+                for i in range(p + 1, key_end - 1):
+                    if buf[i] == 92:
+                        broken = True
+                if n_other == _MAX_OTHER_KEYS:
+                    broken = True
+                for j in range(n_other):
+                    if other_ends[j] - other_starts[j] == key_end - p and (
+                            buf[other_starts[j]:other_ends[j]] == buf[p:key_end]).all():
+                        broken = True
+                if broken:
+                    break
+                other_starts[n_other], other_ends[n_other] = p, key_end
+                n_other += 1
+            elif seen & (1 << k):
+                broken = True
+                break
+            else:
+                seen |= 1 << k
+            p = space(buf, key_end, n)
+            if p >= n or buf[p] != 58:
+                broken = True
+                break
+            p = space(buf, p + 1, n)
+            if k == _IMAGE_ID or k == _CATEGORY_ID:
+                p, integer, whole, _, exact = number(buf, p, n)
+                if p < 0 or not integer or not exact or abs(whole) >= MANTISSA_DIGITS:
+                    broken = True
+                    break
+                ids[k, row] = whole
+            elif k == _SCORE or k == _BBOX:
+                count = 1 if k == _SCORE else 4
+                if k == _BBOX:
+                    if p >= n or buf[p] != 91:
+                        broken = True
+                        break
+                    p += 1
+                for j in range(count):
+                    p = space(buf, p, n)
+                    at = p
+                    p, _, _, value, exact = number(buf, p, n)
+                    if p < 0:
+                        break
+                    column = 4 if k == _SCORE else j
+                    values[column, row] = value
+                    if not exact:
+                        if n_inexact == inexact.shape[0]:
+                            grown = np.empty((2 * n_inexact, 3), np.int64)
+                            grown[:n_inexact] = inexact
+                            inexact = grown
+                        inexact[n_inexact, 0], inexact[n_inexact, 1] = at, p
+                        inexact[n_inexact, 2] = column * capacity + row
+                        n_inexact += 1
+                    if k == _BBOX:
+                        p = space(buf, p, n)
+                        if p >= n or buf[p] != (93 if j == 3 else 44):
+                            p = -1
+                            break
+                        p += 1
+                if p < 0:
+                    broken = True
+                    break
+            elif k == _SEGMENTATION and skip_segmentation or k < 0:
+                p = skip_value(buf, p, n, true_, false_, null_)
+                if p < 0:
+                    broken = True
+                    break
+            else:  # masks or keypoints: the exact reader reads them
+                status = SHAPES
+                broken = True
+                break
+            p = space(buf, p, n)
+            if p < n and buf[p] == 44:
+                p += 1
+                continue
+            if p < n and buf[p] == 125 and (seen & _ALL_REQUIRED) == _ALL_REQUIRED:
+                p += 1
+                break
+            broken = True
+            break
+        if broken:
+            if status != SHAPES and runs_out(buf, start, n):
+                status = MORE
+            p = start
+            break
+        row += 1
+        p = space(buf, p, n)
+        if p < n and buf[p] == 44:
+            p += 1
+            if p >= limit:
+                status = LIMIT
+                break
+            continue
+        if p < n and buf[p] == 93:
+            status = END
+            break
+        if p >= n:
+            status = MORE
+            p = start  # (the object may be followed by more of it: read it again with what follows)
+            row -= 1
+        break
+    return status, p, start, ids[:, :row], values[:, :row], inexact[:n_inexact], capacity
+
+
+def parse(buf: np.ndarray, at: int, limit: int, skip_segmentation: bool) -> tuple:
+    """:func:`parse_results` of ``buf`` (uint8) from ``at``, its inexact numbers converted: ``(status, position,
+    object start, columns)`` with ``columns`` a dict of NumPy arrays (image_id, category_id, x, y, w, h, score)."""
+    status, position, start, ids, values, inexact, capacity = parse_results(
+        buf, at, limit, skip_segmentation, _KEY_BYTES, _KEY_STARTS, TRUE, FALSE, NULL)
+    inexact = inexact[inexact[:, 2] % capacity < values.shape[1]]  # not those of an object given up on
+    if len(inexact):
+        lengths = inexact[:, 1] - inexact[:, 0]
+        offsets = np.zeros(len(inexact) + 1, np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        data = gather(buf, inexact[:, 0], lengths, int(offsets[-1]))
+        texts = pa.StringArray.from_buffers(len(inexact), pa.py_buffer(offsets), pa.py_buffer(data))
+        converted = pc.cast(texts, pa.float64()).to_numpy()
+        if not np.isfinite(converted).all():  # 1e400: Python's json reads inf, which the exact reader refuses
+            return FAIL, at, at, _columns(ids[:, :0], values[:, :0])
+        columns, rows = np.divmod(inexact[:, 2], capacity)
+        values[columns, rows] = converted
+    return status, position, start, _columns(ids, values)
+
+
+def _columns(ids: np.ndarray, values: np.ndarray) -> dict:
+    return {"image_id": ids[0], "category_id": ids[1],
+            **{name: values[k] for k, name in enumerate(("x", "y", "w", "h", "score"))}}
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """Where the kernel gave up: the exact reader reads the file from byte ``offset`` (0: the whole file), ``rows``
+    results coming before it."""
+
+    offset: int
+    rows: int
+
+
+_PARALLEL_BYTES = 2**20  # a block this long is parsed in two pieces, on two threads
+
+
+def result_frames(path: Path, skip_segmentation: bool, block_bytes: int) -> Iterator:
+    """Frames (image_id, category_id, x, y, w, h, score) of the COCO result list in the file, read in blocks of
+    ``block_bytes``, each on two threads; the last item is a :class:`Fallback` where the kernel gave up (the file is
+    then to be read from there by the exact reader). A file larger than a block is first searched for keypoints (and
+    masks, unless ``skip_segmentation``), which the exact reader reads: then nothing is yielded but the fallback."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle, ThreadPoolExecutor(max_workers=1) as pool:
+        buf = handle.read(block_bytes)
+        at = len(buf) - len(buf.lstrip(WHITESPACE))
+        if buf[at:at + 1] != b"[" or size > block_bytes and _has_shape_keys(path, skip_segmentation, block_bytes):
+            yield Fallback(0, 0)
+            return
+        base, p, rows = 0, at + 1, 0
+        while True:
+            arr = np.frombuffer(buf, np.uint8)
+            final = base + len(buf) >= size
+            for status, position, start, columns in _parse_block(buf, arr, p, pool, skip_segmentation):
+                if status in (FAIL, SHAPES) or status == MORE and final:
+                    if rows == 0:
+                        yield Fallback(0, 0)
+                        return
+                    if len(columns["score"]):
+                        yield pl.DataFrame(columns)
+                    yield Fallback(base + start, rows + len(columns["score"]))
+                    return
+                if len(columns["score"]):
+                    rows += len(columns["score"])
+                    yield pl.DataFrame(columns)
+            if status == END:
+                break
+            if status == MORE:
+                buf, base, p = buf[position:] + handle.read(block_bytes), base + position, 0
+        tail = buf[position + 1:] + handle.read()
+        if tail.strip(WHITESPACE):  # text after the list: said as the exact reader says it
+            last = len(buf[:position].rstrip(WHITESPACE))
+            diagnose_list_end(path, buf[last:] + tail, base + last, after_value=True)
+
+
+def _parse_block(buf: bytes, arr: np.ndarray, p: int, pool: ThreadPoolExecutor, skip_segmentation: bool) -> list:
+    """The :func:`parse` results of a block (``buf``, as ``arr``) from ``p``: two pieces split at a '},' near the
+    middle, parsed at once (the second on ``pool``'s thread), where the first ends there (the split is then between
+    two results); else one."""
+    n = arr.shape[0]
+    if n - p >= _PARALLEL_BYTES:
+        split = buf.find(b"},", p + (n - p) // 2)
+        if split >= 0:
+            comma = split + 1
+            try:
+                second = pool.submit(parse, arr, comma + 1, n + 1, skip_segmentation)
+            except RuntimeError:  # no thread can be started (an address-space limit): one piece
+                return [parse(arr, p, n + 1, skip_segmentation)]
+            first = parse(arr, p, comma + 1, skip_segmentation)
+            second = second.result()
+            if first[0] == LIMIT and first[1] == comma + 1:
+                return [first, second]
+    return [parse(arr, p, n + 1, skip_segmentation)]
+
+
+def _has_shape_keys(path: Path, skip_segmentation: bool, block_bytes: int) -> bool:
+    """Whether the file holds the text of a keypoints key (or a segmentation key, unless ``skip_segmentation``)."""
+    keys = [b'"keypoints"'] + ([] if skip_segmentation else [b'"segmentation"'])
+    needles = [np.frombuffer(k, np.uint8) for k in keys]
+    overlap = max(len(k) for k in keys)
+    with open(path, "rb") as handle:
+        carry = b""
+        while block := handle.read(block_bytes):
+            text = np.frombuffer(carry + block, np.uint8)
+            if any(find(text, needle) for needle in needles):
+                return True
+            carry = block[-overlap:]
+    return False

@@ -1,0 +1,240 @@
+"""Single JSON values read from bytes by numba kernels, as Python's json reads them (the pieces of
+:mod:`evalengine.io.json_results`): whitespace, numbers (correctly rounded where Clinger's fast path applies: a
+mantissa of at most 2**53 scaled by at most 10**22 is one exact IEEE operation; else reported as inexact), strings
+(ASCII, escapes checked), literals and whole values of any nesting (skipped, checked)."""
+
+import numba
+import numpy as np
+
+_POWERS = np.array([10.0 ** k for k in range(23)])  # exact doubles
+_MAX_EXACT = 2**53
+MANTISSA_DIGITS = 10**17  # digits are kept while the mantissa is below this (it stays below 10**18)
+@numba.njit(cache=True, nogil=True, inline="always")
+def space(buf, p, n):
+    while p < n and (buf[p] == 32 or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):
+        p += 1
+    return p
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def number(buf, p, n):
+    """A JSON number at ``p``: ``(end, integer token, value as int64, value as float, exact)``; ``end`` is -1 where
+    the text is no number (or the buffer ends inside it). Not ``exact``: the float needs a correctly rounded parser."""
+    neg = False
+    if p < n and buf[p] == 45:
+        neg, p = True, p + 1
+    if p >= n or not 48 <= buf[p] <= 57:
+        return -1, False, 0, 0.0, False
+    mantissa, overflow, exp10 = 0, False, 0
+    if buf[p] == 48:
+        p += 1
+    else:
+        while p < n and 48 <= buf[p] <= 57:
+            if mantissa < MANTISSA_DIGITS:
+                mantissa = mantissa * 10 + (buf[p] - 48)
+            else:
+                overflow = True
+            p += 1
+    integer = True
+    if p < n and buf[p] == 46:  # '.'
+        integer, p = False, p + 1
+        if p >= n or not 48 <= buf[p] <= 57:
+            return -1, False, 0, 0.0, False
+        while p < n and 48 <= buf[p] <= 57:
+            if mantissa < MANTISSA_DIGITS:
+                mantissa, exp10 = mantissa * 10 + (buf[p] - 48), exp10 - 1
+            elif buf[p] != 48:
+                overflow = True
+            p += 1
+    if p < n and (buf[p] == 101 or buf[p] == 69):  # 'e', 'E'
+        integer, p = False, p + 1
+        sign = 1
+        if p < n and (buf[p] == 43 or buf[p] == 45):
+            sign, p = (-1 if buf[p] == 45 else 1), p + 1
+        if p >= n or not 48 <= buf[p] <= 57:
+            return -1, False, 0, 0.0, False
+        e = 0
+        while p < n and 48 <= buf[p] <= 57:
+            e = min(e * 10 + (buf[p] - 48), 100000)
+            p += 1
+        exp10 += sign * e
+    if p >= n:  # the number may go on in the next block
+        return -1, False, 0, 0.0, False
+    if overflow or mantissa > _MAX_EXACT or (mantissa != 0 and not -22 <= exp10 <= 22):
+        return p, integer, 0, 0.0, False
+    if mantissa == 0:
+        value = 0.0
+    elif exp10 >= 0:
+        value = mantissa * _POWERS[exp10]
+    else:
+        value = mantissa / _POWERS[-exp10]
+    if neg and not (integer and mantissa == 0):  # Python's int -0 is 0; the float -0.0 keeps its sign
+        value = -value
+    return p, integer, -mantissa if neg else mantissa, value, True
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def string_end(buf, p, n):
+    """End (after the closing quote) of the ASCII string opening at ``p``, its escapes checked; -1 if not one."""
+    p += 1
+    while p < n:
+        c = buf[p]
+        if c == 34:
+            return p + 1
+        if c < 32 or c >= 128:
+            return -1
+        if c == 92:
+            p += 1
+            if p >= n:
+                return -1
+            e = buf[p]
+            if e == 117:  # \uXXXX
+                for k in range(1, 5):
+                    if p + k >= n:
+                        return -1
+                    h = buf[p + k]
+                    if not (48 <= h <= 57 or 65 <= h <= 70 or 97 <= h <= 102):
+                        return -1
+                p += 4
+            elif not (e == 34 or e == 92 or e == 47 or e == 98 or e == 102 or e == 110 or e == 114 or e == 116):
+                return -1
+        p += 1
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def literal(buf, p, n, word):
+    if p + word.shape[0] > n:
+        return -1
+    for k in range(word.shape[0]):
+        if buf[p + k] != word[k]:
+            return -1
+    return p + word.shape[0]
+
+
+TRUE, FALSE, NULL = (np.frombuffer(w, np.uint8).copy() for w in (b"true", b"false", b"null"))
+
+
+@numba.njit(cache=True, nogil=True)
+def skip_value(buf, p, n, true_, false_, null_):
+    """End of the JSON value at ``p`` (any nesting, checked as Python's json checks it), or -1."""
+    stack = np.empty(64, np.uint8)  # 1: in a list, 2: in an object
+    depth = 0
+    while True:
+        p = space(buf, p, n)
+        if p >= n:
+            return -1
+        c = buf[p]
+        if c == 91 or c == 123:  # '[' or '{': an empty one, or its first element
+            if depth == 64:
+                return -1
+            stack[depth] = 1 if c == 91 else 2
+            depth += 1
+            p = space(buf, p + 1, n)
+            if p < n and buf[p] == (93 if c == 91 else 125):
+                p += 1
+                depth -= 1
+            elif c == 123:
+                if p >= n or buf[p] != 34:
+                    return -1
+                p = string_end(buf, p, n)
+                if p < 0:
+                    return -1
+                p = space(buf, p, n)
+                if p >= n or buf[p] != 58:
+                    return -1
+                p += 1
+                continue
+            else:
+                continue
+        elif c == 34:
+            p = string_end(buf, p, n)
+        elif c == 116:
+            p = literal(buf, p, n, true_)
+        elif c == 102:
+            p = literal(buf, p, n, false_)
+        elif c == 110:
+            p = literal(buf, p, n, null_)
+        else:
+            p = number(buf, p, n)[0]
+        if p < 0:
+            return -1
+        while True:  # after a value: close containers, or go to the next element
+            if depth == 0:
+                return p
+            p = space(buf, p, n)
+            if p >= n:
+                return -1
+            c = buf[p]
+            if c == 44:  # ','
+                p += 1
+                if stack[depth - 1] == 2:
+                    p = space(buf, p, n)
+                    if p >= n or buf[p] != 34:
+                        return -1
+                    p = string_end(buf, p, n)
+                    if p < 0:
+                        return -1
+                    p = space(buf, p, n)
+                    if p >= n or buf[p] != 58:
+                        return -1
+                    p += 1
+                break
+            if c == (93 if stack[depth - 1] == 1 else 125):
+                p += 1
+                depth -= 1
+                continue
+            return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def runs_out(buf, start, n):
+    """Whether the object at ``start`` is cut by the buffer's end (its braces and brackets never close)."""
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, n):
+        c = buf[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 92:
+                escaped = True
+            elif c == 34:
+                in_string = False
+        elif c == 34:
+            in_string = True
+        elif c == 123 or c == 91:
+            depth += 1
+        elif c == 125 or c == 93:
+            depth -= 1
+            if depth == 0:
+                return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def gather(buf, starts, lengths, total):
+    """The spans (``starts``, ``lengths``) of ``buf`` one after another (``total`` bytes)."""
+    out = np.empty(total, np.uint8)
+    at = 0
+    for i in range(starts.shape[0]):
+        out[at:at + lengths[i]] = buf[starts[i]:starts[i] + lengths[i]]
+        at += lengths[i]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def find(buf, needle):
+    """Whether ``needle`` occurs in ``buf``."""
+    m = needle.shape[0]
+    for i in range(buf.shape[0] - m + 1):
+        if buf[i] == needle[0]:
+            same = True
+            for k in range(1, m):
+                if buf[i + k] != needle[k]:
+                    same = False
+                    break
+            if same:
+                return True
+    return False
+
+
