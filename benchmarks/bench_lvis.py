@@ -124,6 +124,8 @@ def main(argv=None):
     parser.add_argument("--dets-per-image", type=int, default=300)
     parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=TOOLS)
     parser.add_argument("--max-rss-gib", type=float, default=12.0)
+    parser.add_argument("--lvis-api-as-gib", type=float, default=None, metavar="GIB",
+                        help="run lvis-api under prlimit --as (its address space; at 20k images it may not fit)")
     parser.add_argument("--no-warm-up", action="store_true",
                         help="numba's kernels are already compiled and cached (a run of this script did it)")
     parser.add_argument("--out", type=Path, default=HERE / "out")
@@ -148,7 +150,9 @@ def main(argv=None):
         if tool == first and not args.no_warm_up:  # numba's kernels compiled and cached, untimed
             run_child([sys.executable, __file__, "--child", tool, str(data / "gt.json"), inputs[tool]], 1e12)
             shutil.rmtree(data / "store" / "matches", ignore_errors=True)
-        result = run_child([sys.executable, __file__, "--child", tool, str(data / "gt.json"), inputs[tool]],
+        limit = (["prlimit", f"--as={int(args.lvis_api_as_gib * 2**30)}"]
+                 if tool == "lvis-api" and args.lvis_api_as_gib else [])
+        result = run_child([*limit, sys.executable, __file__, "--child", tool, str(data / "gt.json"), inputs[tool]],
                            args.max_rss_gib * 2**30)
         rows.append({"tool": tool, **result})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)

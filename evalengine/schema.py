@@ -308,4 +308,6 @@ CATEGORY_EDGES = {"parent_id": pl.Int64, "child_id": pl.Int64, "parent_name": pl
 # 2 ignored (difficult), 3 ignored (inside a group-of box); a group-of box's ``group_score`` is the largest score of
 # its detections (from 0, as the reference's ``scores_group_of``; null if none)
 OPENIMAGES_DT_MATCHES = {**dt_matches_schema(1, 1), "outcome": pl.Int8}
-OPENIMAGES_GT_MATCHES = {**gt_matches_schema(1), "group_of": pl.Boolean, "group_score": pl.Float64}
+# ``corloc``: its (class, image)'s top-scoring detection has IoU >= the threshold with a ground truth there (CorLoc)
+OPENIMAGES_GT_MATCHES = {**gt_matches_schema(1), "group_of": pl.Boolean, "group_score": pl.Float64,
+                         "corloc": pl.Boolean}

@@ -180,12 +180,26 @@ def _average_precision(precision, recall):
     return np.sum((recall[indices] - recall[indices - 1]) * precision[indices])
 
 
-def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.0):
-    """``(per_class_ap, mean_ap)``: every ground-truth image added first (in list order), then the detections image by
-    image, as ``oid_challenge_evaluation.py``; dicts as :func:`tests.openimages_cases.build_store` takes them, class ids
-    1-based."""
+def _is_class_correctly_detected(boxes, scores, gt_boxes, thr, masks=None, gt_masks=None):
+    """``_compute_is_class_correctly_detected_in_image``: the top-scoring detection (``np.argmax``) against every
+    ground truth of the class (IoU, or mask IoU)."""
+    if boxes.size == 0 or gt_boxes.size == 0:
+        return 0
+    top = np.argmax(scores)
+    if masks is not None:
+        iou = _mask_iou(masks[top:top + 1], gt_masks)
+    else:
+        iou = _iou(boxes[top:top + 1], gt_boxes)
+    return int(np.max(iou) >= thr)
+
+
+def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.0, corloc=False):
+    """``(per_class_ap, mean_ap)`` (``corloc``: and ``(per_class_corloc, mean_corloc)``): every ground-truth image added
+    first (in list order), then the detections image by image, as ``oid_challenge_evaluation.py``; dicts as
+    :func:`tests.openimages_cases.build_store` takes them, class ids 1-based."""
     gts, evaluatable = {}, {}
     num_gt = np.zeros(num_classes, dtype=float)
+    num_gt_imgs, num_correct = np.zeros(num_classes, dtype=int), np.zeros(num_classes)
     for g in groundtruth:
         boxes = np.asarray(g["groundtruth_boxes"], float).reshape(-1, 4)
         classes = np.asarray(g["groundtruth_classes"], int) - 1
@@ -198,6 +212,8 @@ def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.
             difficult = difficult | (np.sum(gt_masks, axis=(1, 2)) == 0)
         for c in range(num_classes):
             num_gt[c] += np.sum(classes[~difficult & ~group_of] == c) + weight * np.sum(classes[group_of & ~difficult] == c)
+            if np.any(classes == c):
+                num_gt_imgs[c] += 1
         image_classes = np.asarray(g.get("groundtruth_image_classes", []), int) - 1
         evaluatable[g["image_key"]] = np.unique(np.concatenate((image_classes, classes)))
     scores_per_class = [[] for _ in range(num_classes)]
@@ -227,6 +243,9 @@ def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.
             if s.shape[0] > 0:
                 scores_per_class[c].append(s)
                 labels_per_class[c].append(lab)
+            num_correct[c] += _is_class_correctly_detected(
+                boxes[classes == c], scores[classes == c], gt_boxes[gt_classes == c], thr,
+                masks[classes == c] if mask_mode else None, gt_masks[gt_classes == c] if mask_mode else None)
     ap = np.full(num_classes, np.nan)
     for c in range(num_classes):
         if num_gt[c] == 0:
@@ -234,7 +253,12 @@ def evaluate(num_classes, groundtruth, detections, challenge, thr=0.5, weight=1.
         scores = np.concatenate(scores_per_class[c]) if scores_per_class[c] else np.array([], float)
         labels = np.concatenate(labels_per_class[c]) if labels_per_class[c] else np.array([], float)
         ap[c] = _average_precision(*_precision_recall(scores, labels, num_gt[c]))
-    return ap, np.nanmean(ap) if (~np.isnan(ap)).any() else np.nan
+    result = ap, np.nanmean(ap) if (~np.isnan(ap)).any() else np.nan
+    if not corloc:
+        return result
+    with np.errstate(divide="ignore", invalid="ignore"):
+        located = np.where(num_gt_imgs == 0, np.nan, num_correct / num_gt_imgs)
+    return result, (located, np.nanmean(located) if (~np.isnan(located)).any() else np.nan)
 
 
 # --- dataset_tools/oid_hierarchical_labels_expansion.py and metrics/oid_challenge_evaluation.py ----------------------

@@ -22,7 +22,7 @@ def _cmd_openimages(args) -> str:
                                          class_descriptions=args.class_descriptions, expand=not args.expanded,
                                          store=args.store, n_shards=args.shards, phases=timed, masks=args.gt_masks,
                                          **options.schedule(args))
-    return options.profiled(args, timed, api.openimages_output(evaluation, args.json, args.store))
+    return options.profiled(args, timed, api.openimages_output(evaluation, args.json, args.store, args.corloc))
 
 
 def add_openimages(sub) -> None:
@@ -54,7 +54,10 @@ def add_openimages(sub) -> None:
     parser.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
     parser.add_argument("--shards", type=options.positive_int, default=None, help="image shards")
     options.schedule_args(parser)
+    parser.add_argument("--corloc", action="store_true",
+                        help="also CorLoc per class and its mean (the TF evaluator's evaluate_corlocs)")
     parser.add_argument("--json", action="store_true",
-                        help='print {"map": x, "per_class": {"<LabelName>": ap}} (classes with ground truth)')
+                        help='print {"map": x, "per_class": {"<LabelName>": ap}} (classes with ground truth; with '
+                             '--corloc also "mean_corloc" and "corloc": {"<LabelName>": corloc})')
     options.run_args(parser)
     parser.set_defaults(func=_cmd_openimages)

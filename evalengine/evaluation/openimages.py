@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from evalengine.evaluation.run import MatchedRun
@@ -36,29 +37,59 @@ class OpenImagesEvaluation(MatchedRun):
     def mean_ap(self) -> float:
         return self.accumulate().mean_ap
 
+    def cor_loc(self) -> pl.DataFrame:
+        """``category_id, name, num_gt_images, num_correct, corloc`` for every category (the TF evaluator's
+        ``evaluate_corlocs``: ``compute_cor_loc``, NaN for a category on no image)."""
+        counts = oi_metrics.cor_loc_counts(self.gt_matches()).collect()
+        frame = (self.layout.read("categories").select("category_id", "name").sort("category_id")
+                 .join(counts, on="category_id", how="left", maintain_order="left").fill_null(0))
+        corloc = oi_metrics.cor_loc(frame.get_column("num_gt_images").to_numpy(),
+                                    frame.get_column("num_correct").to_numpy())
+        return frame.with_columns(pl.Series("corloc", corloc, dtype=pl.Float64))
+
+    def mean_cor_loc(self) -> float:
+        """``np.nanmean`` of :meth:`cor_loc` over the categories (NaN when none has ground truth)."""
+        corloc = self.cor_loc().get_column("corloc").to_numpy()
+        return float(np.nanmean(corloc)) if (~np.isnan(corloc)).any() else float("nan")
+
     def metric_prefix(self) -> str:
         return "OpenImagesDetectionChallenge" if self.protocol.verified_labels else "OpenImagesV2"
 
 
-def openimages_payload(evaluation: OpenImagesEvaluation) -> dict:
+def openimages_payload(evaluation: OpenImagesEvaluation, corloc: bool = False) -> dict:
     """``{"map": x, "per_class": {LabelName: ap}}`` over the classes with ground truth (the reference's NaN classes
-    are left out)."""
+    are left out); ``corloc``: also ``"mean_corloc"`` and ``"corloc": {LabelName: corloc}`` (classes on an image)."""
     rows = evaluation.per_class().filter(pl.col("ap").is_not_nan())
-    return {"map": evaluation.mean_ap(), "per_class": dict(zip(rows.get_column("name"), rows.get_column("ap")))}
+    payload = {"map": evaluation.mean_ap(), "per_class": dict(zip(rows.get_column("name"), rows.get_column("ap")))}
+    if corloc:
+        located = evaluation.cor_loc().filter(pl.col("corloc").is_not_nan())
+        payload.update(mean_corloc=evaluation.mean_cor_loc(),
+                       corloc=dict(zip(located.get_column("name"), located.get_column("corloc"))))
+    return payload
 
 
-def openimages_lines(evaluation: OpenImagesEvaluation) -> str:
+def _value(x: float) -> str:
+    return "nan" if math.isnan(x) else str(x)
+
+
+def openimages_lines(evaluation: OpenImagesEvaluation, corloc: bool = False) -> str:
     """The reference's metrics file: ``<prefix>_Precision/mAP@<t>IOU`` and one
     ``<prefix>_PerformanceByCategory/AP@<t>IOU/<LabelName>`` per category, in category order (``nan`` without ground
-    truth), values as Python's ``str``."""
+    truth), values as Python's ``str``; ``corloc`` (``evaluate_corlocs``): ``Precision/meanCorLoc@<t>IOU`` second and
+    ``PerformanceByCategory/CorLoc@<t>IOU/<LabelName>`` after each category's AP, in the evaluator's order."""
     prefix, t = evaluation.metric_prefix(), evaluation.protocol.iou_threshold
-    lines = [f"{prefix}_Precision/mAP@{t}IOU,{evaluation.mean_ap()}"]
-    for name, ap in evaluation.per_class().select("name", "ap").iter_rows():
-        lines.append(f"{prefix}_PerformanceByCategory/AP@{t}IOU/{name},{'nan' if math.isnan(ap) else ap}")
+    lines = [f"{prefix}_Precision/mAP@{t}IOU,{_value(evaluation.mean_ap())}"]
+    located = evaluation.cor_loc().get_column("corloc").to_list() if corloc else None
+    if corloc:
+        lines.append(f"{prefix}_Precision/meanCorLoc@{t}IOU,{_value(evaluation.mean_cor_loc())}")
+    for i, (name, ap) in enumerate(evaluation.per_class().select("name", "ap").iter_rows()):
+        lines.append(f"{prefix}_PerformanceByCategory/AP@{t}IOU/{name},{_value(ap)}")
+        if corloc:
+            lines.append(f"{prefix}_PerformanceByCategory/CorLoc@{t}IOU/{name},{_value(located[i])}")
     return "\n".join(lines)
 
 
-def openimages_output(evaluation: OpenImagesEvaluation, as_json: bool, store=None) -> str:
+def openimages_output(evaluation: OpenImagesEvaluation, as_json: bool, store=None, corloc: bool = False) -> str:
     if as_json:
-        return json.dumps(openimages_payload(evaluation))
-    return openimages_lines(evaluation) + (f"\nstore: {store}" if store else "")
+        return json.dumps(openimages_payload(evaluation, corloc))
+    return openimages_lines(evaluation, corloc) + (f"\nstore: {store}" if store else "")

@@ -91,6 +91,8 @@ def read_hierarchy(path) -> Hierarchy:
         return below
 
     walk(root, "root", True)
+    if not order:  # the TF evaluator refuses zero classes (ObjectDetectionEvaluation raises ValueError)
+        raise InputError(f"{path}: the hierarchy has no class under its root (a 'Subcategory' list of classes)")
     return Hierarchy(tuple(order), ancestors, descendants, list(edges))
 
 

@@ -16,12 +16,14 @@ Per image, as the reference's ``add_single_detected_image_info``:
 
 Tables: ``dt`` (one row per evaluated detection: ``tp_bits``/``ignored_bits`` as the COCO tables, one area range and
 one threshold; ``dt_rank`` its position in the evaluator's order; ``outcome``) and ``gt`` (one row per ground truth:
-``ignored_bits`` for a difficult one, ``matched_bits``, ``group_of`` and the group-of box's ``group_score``).
+``ignored_bits`` for a difficult one, ``matched_bits``, ``group_of``, the group-of box's ``group_score`` and
+``corloc``, :func:`cor_loc_hits`).
 """
 
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -58,6 +60,7 @@ class OpenImagesProtocol(Protocol):
     name: ClassVar[str] = "openimages"
     sides: ClassVar[tuple] = ("dt", "gt")
     use_cats: ClassVar[bool] = True
+    table_version: ClassVar[int] = 2  # 2: gt ``corloc``
 
     def __post_init__(self):
         object.__setattr__(self, "iou_threshold", unit_thresholds("iou_threshold", [self.iou_threshold])[0])
@@ -138,42 +141,94 @@ def _numpy_tie_order(dt: pl.DataFrame) -> pl.DataFrame:
     return dt.sort(["category_id", "image_id", "_at"]).drop("_at")
 
 
+def _ground_truth_masks(gt: pl.DataFrame, mask_mode: bool) -> tuple:
+    """``(counts, span, masked)`` of the ground truth's masks; a ground truth without one (null: an empty string) has no
+    runs, area 0 (the reference: a mask of zeros is none)."""
+    if not mask_mode:
+        return None, None, np.zeros(gt.height, np.bool_)
+    counts, offsets = rle.decode_strings(gt.get_column("mask_rle").to_arrow())
+    return counts, spans(offsets), rle.area(counts, offsets) > 0
+
+
+def _overlap_blocks(dt: pl.DataFrame, gt_box, gt_masks: tuple, group_of, groups: tuple, mask_mode: bool):
+    """``(lo, hi) -> (values, offsets)``: the reference's overlaps of each group's detections and ground truth (IoU;
+    IoA into group-of boxes; masks first in mask mode)."""
+    gt_start, gt_len, dt_start, dt_len = groups
+    dt_box = np.ascontiguousarray(dt.select(CORNERS).to_numpy().astype(np.float64)).reshape(-1, 4)
+    if not mask_mode:
+        return lambda lo, hi: box_iou_blocks(OPENIMAGES, dt_box, gt_box, group_of, gt_start, gt_len, dt_start, dt_len,
+                                             lo, hi)
+    g_counts, g_span, masked = gt_masks
+    if dt.height:
+        d_counts, d_span, _, d_area, _ = _masks(dt, np.ones(dt.height, np.bool_), ("detection", "det_id"), "segm")
+    else:
+        d_counts, d_span, d_area = np.zeros(0, np.uint32), np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
+    return lambda lo, hi: openimages_overlap_blocks(d_counts, d_span, d_area, dt_box, g_counts, g_span, masked, gt_box,
+                                                    group_of, gt_start, gt_len, dt_start, dt_len, lo, hi)
+
+
+def _groups(gt: pl.DataFrame, dt: pl.DataFrame) -> tuple:
+    groups = merge_groups(column_array(gt, "category_id"), column_array(gt, "image_id"),
+                          column_array(dt, "category_id"), column_array(dt, "image_id"), True)
+    return tuple(np.ascontiguousarray(groups[:, i]) for i in range(4))
+
+
+@numba.njit(cache=True, nogil=True)
+def _located(values, offsets, lo, hi, gt_start, gt_len, dt_len, usable, threshold, hit):
+    """``hit[g]`` for the ground truth of groups ``[lo, hi)`` that hold one detection: the detection's largest overlap
+    with them (0 with an unusable one: a ground truth without a mask in mask mode) is ``>= threshold``."""
+    for k in range(lo, hi):
+        if gt_len[k] == 0 or dt_len[k] == 0:
+            continue
+        best = -1.0
+        for g in range(gt_len[k]):
+            value = values[offsets[k - lo] + g] if usable[gt_start[k] + g] else 0.0
+            best = max(best, value)
+        hit[gt_start[k]:gt_start[k] + gt_len[k]] = best >= threshold
+
+
+def cor_loc_hits(gt: pl.DataFrame, dt: pl.DataFrame, gt_box, gt_masks: tuple, protocol: OpenImagesProtocol):
+    """Per ground truth (in ``gt``'s order): whether its (class, image) is correctly localised, as
+    ``per_image_evaluation._compute_is_class_correctly_detected_in_image``: the class's detection of largest score on
+    the image (``np.argmax``: the first in file order among equal scores; over every valid box, before the score floor
+    and the cap) has IoU (masks: mask IoU) ``>= iou_threshold`` with some ground truth of the class, difficult and
+    group-of ones included (plain IoU: CorLoc treats them as regular boxes)."""
+    valid = dt.filter((pl.col("x") < pl.col("x_max")) & (pl.col("y") < pl.col("y_max")))
+    top = (valid.with_columns(pl.col("score") + 0.0).sort(["category_id", "image_id", "score", "det_id"],
+                                                           descending=[False, False, True, False])
+           .unique(["category_id", "image_id"], keep="first", maintain_order=True))
+    mask_mode = protocol.iou_type == "segm"
+    groups = _groups(gt, top)
+    regular = np.zeros(gt.height, np.bool_)
+    blocks = _overlap_blocks(top, gt_box, gt_masks, regular, groups, mask_mode)
+    usable = gt_masks[2] if mask_mode else np.ones(gt.height, np.bool_)
+    threshold = np.float32(protocol.iou_threshold) if mask_mode else protocol.iou_threshold
+    hit = np.zeros(gt.height, np.bool_)
+    for lo, hi in block_chunks(groups[1], groups[3]):
+        values, offsets = blocks(lo, hi)
+        _located(values, offsets, lo, hi, groups[0], groups[1], groups[3], usable, threshold, hit)
+    return hit
+
+
 def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame | None, protocol: OpenImagesProtocol):
     """Match one shard; ``(dt_matches, gt_matches)`` (see the module's docstring), rows in (category, image,
     evaluator order) and (category, image, gt_id) order."""
     gt = gt.sort("category_id", "image_id", "gt_id")
+    mask_mode = protocol.iou_type == "segm"
+    gt_box = np.ascontiguousarray(gt.select(CORNERS).to_numpy().astype(np.float64)).reshape(-1, 4)
+    gt_masks = _ground_truth_masks(gt, mask_mode)
+    masked = gt_masks[2]
+    located = cor_loc_hits(gt, dt, gt_box, gt_masks, protocol)
     dt = evaluated_detections(gt, dt, labels if protocol.verified_labels else None, protocol)
-    gt_cat, gt_image = column_array(gt, "category_id"), column_array(gt, "image_id")
-    dt_cat, dt_image = column_array(dt, "category_id"), column_array(dt, "image_id")
-    groups = merge_groups(gt_cat, gt_image, dt_cat, dt_image, True)
-    gt_start, gt_len, dt_start, dt_len = (np.ascontiguousarray(groups[:, i]) for i in range(4))
+    groups = _groups(gt, dt)
+    gt_start, gt_len, dt_start, dt_len = groups
     group_of = gt.get_column("iscrowd").fill_null(False).to_numpy().astype(np.bool_)
     difficult = gt.get_column("difficult").fill_null(False).to_numpy().astype(np.bool_)
     out = (np.zeros(dt.height, np.int8), np.full(dt.height, -1, np.int64), np.full(dt.height, np.nan),
            np.zeros(gt.height, np.bool_), np.full(gt.height, np.nan))
-    dt_box = np.ascontiguousarray(dt.select(CORNERS).to_numpy().astype(np.float64)).reshape(-1, 4)
-    gt_box = np.ascontiguousarray(gt.select(CORNERS).to_numpy().astype(np.float64)).reshape(-1, 4)
     score = column_array(dt, "score", "float64")
-    mask_mode = protocol.iou_type == "segm"
     thresholds = np.array([np.float32(protocol.iou_threshold), protocol.iou_threshold])
-    if mask_mode:
-        # a ground truth without a mask (null: an empty string) has no runs: area 0
-        g_counts, g_offsets = rle.decode_strings(gt.get_column("mask_rle").to_arrow())
-        g_span, g_area = spans(g_offsets), rle.area(g_counts, g_offsets)
-        if dt.height:
-            d_counts, d_span, _, d_area, _ = _masks(dt, np.ones(dt.height, np.bool_), ("detection", "det_id"), "segm")
-        else:
-            d_counts, d_span, d_area = np.zeros(0, np.uint32), np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
-        masked = g_area > 0  # the reference: a ground truth whose mask is all zeros has none
-
-        def blocks(lo, hi):
-            return openimages_overlap_blocks(d_counts, d_span, d_area, dt_box, g_counts, g_span, masked, gt_box,
-                                             group_of, gt_start, gt_len, dt_start, dt_len, lo, hi)
-    else:
-        masked = np.zeros(gt.height, np.bool_)
-
-        def blocks(lo, hi):
-            return box_iou_blocks(OPENIMAGES, dt_box, gt_box, group_of, gt_start, gt_len, dt_start, dt_len, lo, hi)
+    blocks = _overlap_blocks(dt, gt_box, gt_masks, group_of, groups, mask_mode)
     for lo, hi in block_chunks(gt_len, dt_len):
         values, offsets = blocks(lo, hi)
         assign_group_of(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, score, group_of, difficult,
@@ -198,5 +253,6 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame | None,
         "matched_bits": _fixed_list(gt_matched.astype(np.uint64).reshape(-1, 1)),
         "group_of": pa.array(group_of),
         "group_score": pa.array(group_score, from_pandas=True),
+        "corloc": pa.array(located),
     })).cast(schema.OPENIMAGES_GT_MATCHES)
     return dt_matches, gt_matches

@@ -121,3 +121,34 @@ def accumulate(dt: pl.LazyFrame, gt: pl.LazyFrame, category_ids, group_of_weight
     else:
         mean_ap = float(np.nanmean(ap)) if (~np.isnan(ap)).any() else float("nan")
     return OpenImagesAccumulation(category_ids, ap, num_gt, tp, fp, float(mean_ap))
+
+
+def cor_loc(num_gt_images, num_correct) -> np.ndarray:
+    """``metrics.compute_cor_loc`` (Deselaers et al., ECCV 2010): per class, the share of its images with ground truth
+    whose top-scoring detection localises it; NaN for a class without such an image."""
+    num_gt_images, num_correct = np.asarray(num_gt_images), np.asarray(num_correct)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(num_gt_images == 0, np.nan, num_correct / num_gt_images)
+
+
+def cor_loc_counts(gt: pl.LazyFrame) -> pl.LazyFrame:
+    """``category_id, num_gt_images, num_correct``: the images with a ground truth of the class (any: difficult,
+    group-of and, for masks, mask-less ones count, as ``_update_ground_truth_statistics``) and those of them whose
+    class is correctly localised (the match table's ``corloc``)."""
+    per_image = gt.group_by("category_id", "image_id").agg(pl.col("corloc").any())
+    return per_image.group_by("category_id").agg(pl.len().cast(pl.Int64).alias("num_gt_images"),
+                                                 pl.col("corloc").sum().cast(pl.Int64).alias("num_correct"))
+
+
+def recall_at_k(labels: np.ndarray, rank: np.ndarray, num_gt: float, k: int) -> float:
+    """``metrics.compute_recall_at_k``: each image's first ``k`` labels summed (``np.sum`` of them in order: True or
+    a positive value counts as its value) over ``num_gt``. ``labels`` holds the images' lists one after the other, in
+    score order; ``rank`` is each entry's position in its image's list (``match.groups.rank_in_group``)."""
+    return np.sum(labels[rank < k]) / num_gt
+
+
+def median_rank_at_k(labels: np.ndarray, rank: np.ndarray, k: int) -> float:
+    """``metrics.compute_median_rank_at_k``: the median position of the true positives (label > 0) among each
+    image's first ``k`` (``labels`` and ``rank`` as :func:`recall_at_k`'s)."""
+    return np.median(rank[(rank < k) & (labels > 0)])
+

@@ -186,3 +186,69 @@ def test_instance_segmentation_track(tmp_path, capsys):
     # Cat's ancestors (Carnivore, Mammal, Animal) hold its expanded box, but the predictions are not expanded: AP 0
     assert payload["per_class"] == {cat: 0.5, "/m/01lrl": 0.0, "/m/04rky": 0.0, "/m/0jbk": 0.0}
     assert payload["map"] == 0.125
+
+
+def test_corloc_lines_and_json(tmp_path, capsys):
+    """``--corloc`` (the evaluator's ``evaluate_corlocs``): ``meanCorLoc`` second, each class's CorLoc after its AP, in
+    the reference's metric order; the JSON's values equal the Python API's."""
+    from evalengine.api import evaluate_openimages
+    paths = write_challenge_files(tmp_path, 8)
+    args = ("--gt-boxes", paths["boxes"], "--gt-labels", paths["labels"], "--hierarchy", HIERARCHY, "--dt",
+            paths["predictions"], "--quiet", "--corloc")
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[1].startswith("OpenImagesDetectionChallenge_Precision/meanCorLoc@0.5IOU,")
+    assert len(lines) == 2 + 2 * 601
+    assert all("/AP@0.5IOU/" in a and "/CorLoc@0.5IOU/" in b and a.rsplit("/", 1)[1].split(",")[0]
+               == b.rsplit("/", 1)[1].split(",")[0] for a, b in zip(lines[2::2], lines[3::2]))
+    code, out, _ = _run(capsys, *args, "--json")
+    payload = json.loads(out)
+    evaluation = evaluate_openimages(paths["boxes"], paths["labels"], HIERARCHY, paths["predictions"])
+    located = evaluation.cor_loc().filter(~evaluation.cor_loc()["corloc"].is_nan())
+    assert payload["corloc"] == dict(zip(located["name"], located["corloc"])) and payload["corloc"]
+    assert payload["mean_corloc"] == pytest.approx(np.mean(located["corloc"].to_numpy()), abs=1e-12)
+    assert payload["mean_corloc"] == evaluation.mean_cor_loc()
+
+
+@pytest.mark.parametrize("target, text, message", [
+    ("boxes", "ImageID,LabelName,XMin,XMax,YMin,YMax,IsGroupOf\na,/m/nope,0.1,0.2,0.1,0.2,0\n",
+     "boxes.csv: line 2: LabelName '/m/nope' is not a class of the hierarchy"),
+    ("boxes", "ImageID,LabelName,XMin,XMax,YMin,YMax,IsGroupOf\na,/m/0cmx8,0.1,0.2,-0.1,0.2,0\n",
+     "boxes.csv: line 2: 'YMin' is -0.1, outside [0, 1]"),
+    ("predictions", "ImageID,LabelName,Score,XMin,XMax,YMin,YMax\na,/m/0cmx8,0.5,0.1,1.2,0.1,0.2\n",
+     "predictions.csv: line 2: 'XMax' is 1.2, outside [0, 1]"),
+    ("boxes", "ImageID,LabelName,XMin,XMax,YMin,YMax,IsGroupOf\na,/m/0cmx8,0.1,0.2,0.1,0.2,yes\n",
+     "boxes.csv: line 2: 'IsGroupOf' is 'yes'"),
+    ("hierarchy", '{"LabelName": "/m/0bl9f"}', "the hierarchy has no class under its root"),
+], ids=["label-not-in-hierarchy", "box-outside-unit", "prediction-outside-unit", "group-of-not-0-1", "no-classes"])
+def test_bad_input_as_a_subprocess(tmp_path, target, text, message):
+    """The command as users run it: one located line on stderr, exit status 2, no traceback."""
+    import subprocess
+    import sys
+    paths = write_challenge_files(tmp_path, 3)
+    paths["hierarchy"] = tmp_path / "hierarchy.json"
+    paths["hierarchy"].write_text(HIERARCHY.read_text())
+    paths[target].write_text(text)
+    result = subprocess.run([sys.executable, "-m", "evalengine.cli", "openimages", "--gt-boxes", paths["boxes"],
+                             "--gt-labels", paths["labels"], "--hierarchy", paths["hierarchy"], "--dt",
+                             paths["predictions"], "--json", "--quiet"], capture_output=True, text=True)
+    assert result.returncode == 2 and not result.stdout
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_predictions_without_labels_warn_as_a_subprocess(tmp_path):
+    """A detection for an image without ground-truth rows (no box, no image-level label): not evaluated, as the
+    reference (it never adds the image), and counted in one warning; the run succeeds."""
+    import subprocess
+    import sys
+    paths = write_challenge_files(tmp_path, 4)
+    with open(paths["predictions"], "a") as handle:
+        handle.write("unlabelled-image,/m/0cmx8,0.9,0.1,0.2,0.1,0.2\n")
+    result = subprocess.run([sys.executable, "-m", "evalengine.cli", "openimages", "--gt-boxes", paths["boxes"],
+                             "--gt-labels", paths["labels"], "--hierarchy", HIERARCHY, "--dt", paths["predictions"],
+                             "--json", "--quiet"], capture_output=True, text=True)
+    assert result.returncode == 0 and json.loads(result.stdout)["map"] >= 0
+    assert "1 prediction(s) on images without ground-truth rows are not evaluated" in result.stderr
+    assert "Traceback" not in result.stderr

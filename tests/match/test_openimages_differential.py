@@ -1,7 +1,8 @@
 """The OpenImages protocol against a transcription of the TF evaluator (tests/openimages_reference.py) on random
 datasets: group-of boxes (nested and overlapping), difficult boxes, verified and unverified classes, images with
 labels only, equal scores, scores at or below −10 and at 0, invalid boxes, empty classes, several shards; AP per class
-and mAP to 1e-12, challenge and V2 modes and group-of weights."""
+and mAP to 1e-12, challenge and V2 modes and group-of weights; CorLoc per class and its mean (``evaluate_corlocs``) to
+1e-12 on the same datasets (box and mask modes)."""
 
 import numpy as np
 import pytest
@@ -76,14 +77,24 @@ def test_against_tf_evaluator(tmp_path, seed):
     weight = [1.0, 0.5, 0.0][seed % 3] if challenge else 0.0
     protocol = OpenImagesProtocol(group_of_weight=weight, verified_labels=challenge)
     # the reference adds ground truth first, then detections in the order the store numbers images
-    expected_ap, expected_map = openimages_reference.evaluate(n_classes, groundtruth, detections, challenge,
-                                                              weight=weight)
-    result = evaluate(tmp_path / "s", n_classes, groundtruth, detections, protocol, n_shards=1 + seed % 3).accumulate()
+    (expected_ap, expected_map), expected_corloc = openimages_reference.evaluate(
+        n_classes, groundtruth, detections, challenge, weight=weight, corloc=True)
+    evaluation = evaluate(tmp_path / "s", n_classes, groundtruth, detections, protocol, n_shards=1 + seed % 3)
+    result = evaluation.accumulate()
     np.testing.assert_allclose(result.ap, expected_ap, rtol=0, atol=1e-12, equal_nan=True)
     if np.isnan(expected_map):
         assert np.isnan(result.mean_ap)
     else:
         assert result.mean_ap == pytest.approx(expected_map, abs=1e-12)
+    _assert_corloc(evaluation, expected_corloc)
+
+
+def _assert_corloc(evaluation, expected):
+    """CorLoc per class and its mean (``evaluate_corlocs``) equal the reference's."""
+    np.testing.assert_allclose(evaluation.cor_loc().get_column("corloc").to_numpy(), expected[0], rtol=0, atol=1e-12,
+                               equal_nan=True)
+    mean = evaluation.mean_cor_loc()
+    assert (np.isnan(mean) and np.isnan(expected[1])) or mean == pytest.approx(expected[1], abs=1e-12)
 
 
 def _random_masks(rng, boxes, h, w, empty_rate):
@@ -112,8 +123,11 @@ def test_masks_against_tf_evaluator(tmp_path, seed):
         return  # (a run of no predictions has no mask columns: not evaluable under segm, see the README)
     weight = [1.0, 0.0][seed % 2]
     protocol = OpenImagesProtocol(group_of_weight=weight, iou_type="segm")
-    expected_ap, expected_map = openimages_reference.evaluate(n_classes, groundtruth, detections, True, weight=weight)
-    result = evaluate(tmp_path / "s", n_classes, groundtruth, detections, protocol, n_shards=1 + seed % 2).accumulate()
+    (expected_ap, expected_map), expected_corloc = openimages_reference.evaluate(
+        n_classes, groundtruth, detections, True, weight=weight, corloc=True)
+    evaluation = evaluate(tmp_path / "s", n_classes, groundtruth, detections, protocol, n_shards=1 + seed % 2)
+    result = evaluation.accumulate()
     np.testing.assert_allclose(result.ap, expected_ap, rtol=0, atol=1e-12, equal_nan=True)
     if not np.isnan(expected_map):
         assert result.mean_ap == pytest.approx(expected_map, abs=1e-12)
+    _assert_corloc(evaluation, expected_corloc)
