@@ -5,7 +5,6 @@ image by its file name or its stem)."""
 from pathlib import Path
 
 import polars as pl
-from PIL import Image, UnidentifiedImageError
 
 from evalengine.errors import InputError, first_line
 from evalengine.io.metadata import read_table
@@ -27,6 +26,8 @@ def image_files(folder: Path) -> list:
 
 
 def _folder_sizes(folder: Path) -> pl.DataFrame:
+    from PIL import Image, UnidentifiedImageError  # only here: the command's start-up does not load Pillow
+
     rows = []
     for path in image_files(folder):
         try:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Iterator
 
 import polars as pl
-import yaml
 
 from evalengine.errors import InputError, InputWarning
 from evalengine.io.coco import CocoDataset
@@ -51,6 +50,8 @@ def is_yolo_folder(path) -> bool:
 
 def read_class_names(path) -> list:
     """Class names by index from ``data.yaml`` (``names:`` a list or ``{index: name}``) or ``classes.txt``."""
+    import yaml  # only here: the command's start-up does not load PyYAML
+
     path = Path(path)
     if path.suffix.lower() == ".txt":
         return [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
