@@ -54,7 +54,8 @@ __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_M
            "ProposalOrder", "ProposalProtocol", "Store", "check_store", "count_rows", "evaluate_coco", "evaluate_store", "ingest_coco",
            "ingest_gt", "ingest_proposals", "location", "lrp_protocol", "evaluate_thresholds", "open", "replace_file", "report",
            "VOC_METRICS", "VocEvaluation", "VocProtocol", "evaluate_store_voc", "evaluate_voc", "ingest_voc",
-           "voc_output", "voc_sample", "StreamingEvaluator"]
+           "voc_output", "voc_sample", "StreamingEvaluator", "export", "evaluate_formats", "ingest_formats",
+           "add_run_formats"]
 
 DEFAULT_RUN = "default"
 DEFAULT_PROPOSAL_RUN = "proposals"
@@ -183,6 +184,11 @@ class Store(Shown):
         summary's AP per area range (:func:`evalengine.evaluation.detection.compare`)."""
         return compare({run: self.evaluate(protocol, run=run, **schedule) for run in runs},
                        self.layout.read("categories"), overall)
+
+    def export(self, out, fmt: str = "coco-results", run: str = DEFAULT_RUN, iou_threshold: float = 0.5,
+               max_dets: int | None = None, protocol: CocoProtocol | None = None, **schedule):
+        """A run's COCO match table per object written to ``out`` (:func:`evalengine.api.formats.export`)."""
+        return export(self, out, fmt, run, iou_threshold, max_dets, protocol, **schedule)
 
     def sql(self, query: str, allow_external: bool = False) -> pl.DataFrame:
         """Run one read-only SQL statement (``SELECT`` or ``WITH``) over the store's DuckDB views (see the top-level
@@ -354,3 +360,4 @@ from evalengine.api.lvis import (LvisEvaluation, LvisProtocol, evaluate_lvis, ev
                                  lvis_output, lvis_payload)
 from evalengine.api.openimages import (OpenImagesEvaluation, OpenImagesProtocol, evaluate_openimages,  # noqa: E402
                                        evaluate_store_openimages, ingest_openimages, openimages_output)
+from evalengine.api.formats import add_run_formats, evaluate_formats, export, ingest_formats  # noqa: E402
