@@ -4,14 +4,16 @@ An LVIS-shaped dataset (``lvis_generate``): 1,203 classes with LVIS v1's frequen
 frequent; a frequent class is far more often on an image, some rare classes on one image only), ~12 objects per image,
 every image with ``neg_category_ids`` (Poisson 8, categories it lacks) and ``not_exhaustive_category_ids`` (about one
 in ten of its categories), no crowd, and ``--dets-per-image`` results per image (300: LVIS's cap) over its categories
-and any others. Tools: ``evalengine`` (``evalengine lvis --gt --dt``, JSON in), ``evalengine-store`` (an ingested
-store: matching and metrics only), ``lvis-api`` (0.5.3, ``np.float`` lent as ``float``) and ``hotcoco``
+and any others. Tools: ``evalengine`` (``evalengine lvis --gt --dt``, JSON in), ``evalengine-store`` (a store made
+by ``ingest_lvis``: matching and metrics only), ``lvis-api`` (0.5.3, ``np.float`` lent as ``float``) and ``hotcoco``
 (``COCOeval(..., lvis_style=True)``). Wall time, in-process time, peak RSS, the ratio to the first evalengine, and
 CPU time (every thread's, imports included: on a shared, loaded machine the wall time is mostly waiting), and
 whether the 13 results equal the first evalengine's (|diff| <= 1e-12, by ``get_results`` key).
 
     python benchmarks/bench_lvis.py --images 20000 --tools evalengine evalengine-store hotcoco
     python benchmarks/bench_lvis.py --images 1000            # every tool, lvis-api included
+    python benchmarks/bench_lvis.py --images 20000 --tools evalengine evalengine-store hotcoco lvis-api \
+        --max-rss-gib 18 --lvis-api-as-gib 18                # lvis-api under prlimit --as (it needs more at 20k)
 """
 
 import argparse
@@ -113,9 +115,9 @@ def _prepare(data: Path, images: int, dets_per_image: int, store: bool) -> None:
     if not (data / "dt.json").is_file():
         write(data, *lvis_generate(images, dets_per_image))
     if store and not (data / "store" / "manifest.json").is_file():
-        import evalengine
+        from evalengine.api import ingest_lvis
 
-        evalengine.ingest_coco(data / "gt.json", data / "dt.json", data / "store")
+        ingest_lvis(data / "gt.json", data / "dt.json", data / "store")
 
 
 def main(argv=None):

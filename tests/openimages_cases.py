@@ -110,3 +110,22 @@ def build_store(path, n_classes: int, groundtruth: list, detections: list, n_sha
 def evaluate(path, n_classes, groundtruth, detections, protocol, n_shards: int = 1):
     return evaluate_store_openimages(build_store(path, n_classes, groundtruth, detections, n_shards), protocol,
                                      scheduler="sync")
+
+
+def recorded_inputs(calls: list) -> tuple:
+    """A recorded ``ObjectDetectionEvaluation`` test (its calls in ``full_call_traces.json``) as our inputs:
+    ``(groundtruth, detections, result of its first evaluate or None)``, classes made 1-based."""
+    groundtruth, detections, expected = [], [], None
+    for call in calls:
+        args = [array(a) for a in call.get("args") or []]
+        if call["kind"] == "add_single_ground_truth_image_info":
+            g = {"image_key": args[0], "groundtruth_boxes": args[1], "groundtruth_classes": args[2] + 1}
+            if len(args) > 3:
+                g["groundtruth_difficult"], g["groundtruth_group_of"] = args[3], args[4]
+            groundtruth.append(g)
+        elif call["kind"] == "add_single_detected_image_info":
+            detections.append({"image_key": args[0], "detection_boxes": args[1], "detection_scores": args[2],
+                               "detection_classes": args[3] + 1})
+        elif call["kind"] == "evaluate" and expected is None:
+            expected = call["result"]
+    return groundtruth, detections, expected

@@ -230,7 +230,7 @@ def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.
 
 def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
                 overwrite: bool = False, progress=None, image_metadata=None, tags: dict | None = None,
-                masks: bool = True) -> Store:
+                masks: bool = True, check_gt=None) -> Store:
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
     :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL; None:
     held in memory, :mod:`evalengine.store.memory`, as a one-shot evaluation does), streaming the detections into
@@ -238,21 +238,21 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     the images table; ``tags`` label the run (as :meth:`Store.add_run`'s). ``overwrite`` replaces a store of ours only
     (see :func:`evalengine.store.build.replaced_store`). ``gt_json`` may be a COCO dict and ``dt_path`` results in
     memory (a list of result dicts, a table, NumPy arrays: :mod:`evalengine.io.memory`). ``masks=False`` stores no
-    result masks (box evaluation only; a result file of box results then parses none)."""
+    result masks (box evaluation only; a result file of box results then parses none); ``check_gt`` vets the read GT."""
     keep_freed_memory()
     check_name("run", run)
     check_tags(tags or {})
     with as_files(gt_json, dt_path) as (gt_file, dt_file):
         return _ingest_coco(gt_file, dt_file, store, n_shards, run, overwrite, progress, image_metadata, tags,
-                            {"gt": describe(gt_json), run: describe(dt_path)}, masks)
+                            {"gt": describe(gt_json), run: describe(dt_path)}, masks, check_gt)
 
 
 def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, image_metadata, tags, provenance,
-                 masks):
+                 masks, check_gt=None):
     if store is not None:
         replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before parsing
     detections = prefetch(dt_path, masks)  # parsed while the ground truth is read
-    dataset = read_gt(gt_json)
+    dataset = read_gt(gt_json) if check_gt is None else check_gt(read_gt(gt_json), str(gt_json))
     if image_metadata is not None:
         dataset = with_image_metadata(dataset, image_metadata)
     shards = n_shards or default_shard_count(max(estimate_rows(dt_path), dataset.gt.height))
@@ -357,7 +357,7 @@ from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS
 from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_density_output  # noqa: E402
 from evalengine.api.streaming import StreamingEvaluator  # noqa: E402
 from evalengine.api.lvis import (LvisEvaluation, LvisProtocol, evaluate_lvis, evaluate_store_lvis,  # noqa: E402
-                                 lvis_output, lvis_payload)
+                                 ingest_lvis, lvis_output, lvis_payload)
 from evalengine.api.openimages import (OpenImagesEvaluation, OpenImagesProtocol, evaluate_openimages,  # noqa: E402
                                        evaluate_store_openimages, ingest_openimages, openimages_output)
 from evalengine.api.formats import add_run_formats, evaluate_formats, export, ingest_formats  # noqa: E402

@@ -7,9 +7,23 @@ import threading
 from evalengine.api import DEFAULT_RUN, Phases, Store, _TemporaryFolder, count_rows, ingest_coco
 from evalengine.evaluation.lvis import LvisEvaluation, lvis_output, lvis_payload
 from evalengine.match.groups import warm_up
-from evalengine.match.lvis import LvisProtocol
+from evalengine.match.lvis import LvisProtocol, check_lvis_labels
 
-__all__ = ["LvisEvaluation", "LvisProtocol", "evaluate_lvis", "evaluate_store_lvis", "lvis_output", "lvis_payload"]
+__all__ = ["LvisEvaluation", "LvisProtocol", "evaluate_lvis", "evaluate_store_lvis", "ingest_lvis", "lvis_output",
+           "lvis_payload"]
+
+
+def _check_lvis(dataset, source: str):
+    """The dataset, once its LVIS fields are checked (``ingest_coco``'s ``check_gt``: before anything is written)."""
+    check_lvis_labels(dataset.images, dataset.categories, source)
+    return dataset
+
+
+def ingest_lvis(gt, dt, store, **options) -> Store:
+    """:func:`~evalengine.api.ingest_coco` of an LVIS ground truth, whose images' ``neg_category_ids`` and
+    ``not_exhaustive_category_ids`` (list columns of the images table) and categories' ``frequency`` (a column of the
+    categories table) are checked before anything is written; ``options`` as ``ingest_coco``'s."""
+    return ingest_coco(gt, dt, store, check_gt=_check_lvis, **options)
 
 
 def evaluate_store_lvis(store: Store, protocol: LvisProtocol | None = None, run: str = DEFAULT_RUN,
@@ -33,7 +47,7 @@ def evaluate_lvis(gt, dt, protocol: LvisProtocol | None = None, store=None, n_sh
     threading.Thread(target=warm_up, daemon=True).start()
     folder = _TemporaryFolder() if store is None else None
     with phases.phase("ingest", total=count_rows(dt), unit="detections") as advance:
-        opened = ingest_coco(gt, dt, store if folder is None else folder.path / "store", n_shards=n_shards,
+        opened = ingest_lvis(gt, dt, store if folder is None else folder.path / "store", n_shards=n_shards,
                              progress=advance)
     evaluation = evaluate_store_lvis(opened, protocol, phases=phases, **schedule)
     if folder is not None:

@@ -3,7 +3,7 @@
 
 from evalengine import api
 from evalengine.api import formats
-from evalengine.cli import options, segmentation, voc
+from evalengine.cli import lvis, options, segmentation, voc
 from evalengine.cli.options import STORE_HELP
 
 
@@ -21,17 +21,18 @@ def _cmd_coco(args) -> str:
 
 def _cmd_ingest(args) -> str:
     timed = options.phases(args)
-    if options.foreign_formats(args):
+    if args.format == "coco" and options.foreign_formats(args):
         with timed.phase("ingest", unit="detections") as advance:
             store = formats.ingest_formats(args.gt, args.dt, args.store, **options.format_inputs(args),
                                            n_shards=args.shards, run=args.run, overwrite=args.overwrite,
                                            progress=advance, tags=api.parse_tags(args.tag))
         return options.profiled(args, timed, f"store: {store.path} ({store.layout.n_shards} shards, runs: "
                                              f"{', '.join(store.runs)})")
+    ingest = api.ingest_lvis if args.format == "lvis" else api.ingest_coco
     with timed.phase("ingest", total=api.count_rows(args.dt), unit="detections") as advance:
-        store = api.ingest_coco(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
-                                overwrite=args.overwrite, progress=advance, image_metadata=args.image_metadata,
-                                tags=api.parse_tags(args.tag), masks=not args.no_masks)
+        store = ingest(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run, overwrite=args.overwrite,
+                       progress=advance, image_metadata=args.image_metadata, tags=api.parse_tags(args.tag),
+                       masks=not args.no_masks)
     text = f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})"
     return options.profiled(args, timed, text)
 
@@ -41,6 +42,8 @@ def _cmd_evaluate(args) -> str:
         return voc.cmd_evaluate(args)
     if args.protocol == "partitions":
         return segmentation.cmd_evaluate(args)
+    if args.protocol == "lvis":
+        return lvis.cmd_evaluate(args)
     timed = options.phases(args)
     evaluation = api.evaluate_store(api.open(args.store), options.protocol(args), run=args.run, phases=timed,
                                     **options.schedule(args))
@@ -88,29 +91,32 @@ def add_coco(sub) -> None:
 def add_ingest(sub) -> None:
     ingest = sub.add_parser("ingest", help="build a store from input files")
     ingest_sub = ingest.add_subparsers(dest="format", required=True)
-    ingest_coco = ingest_sub.add_parser("coco", help="COCO ground truth and results")
-    ingest_coco.add_argument("--gt", required=True)
-    ingest_coco.add_argument("--dt", required=True)
-    ingest_coco.add_argument("--store", required=True, help=STORE_HELP)
-    ingest_coco.add_argument("--shards", type=options.positive_int, default=None)
-    ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
-    ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    ingest_coco.add_argument("--no-masks", action="store_true",
-                             help="store no result masks (box evaluation only: a file of box results parses none)")
-    ingest_coco.add_argument("--image-metadata", default=None, metavar="FILE",
-                             help="CSV or Parquet table keyed by image_id whose columns are added to the images")
-    options.tag_args(ingest_coco)
-    options.run_args(ingest_coco)
-    options.format_args(ingest_coco)
-    ingest_coco.set_defaults(func=_cmd_ingest)
+    for name, text in (("coco", "COCO ground truth and results"), ("lvis", lvis.INGEST_HELP)):
+        ingest_coco = ingest_sub.add_parser(name, help=text)
+        ingest_coco.add_argument("--gt", required=True)
+        ingest_coco.add_argument("--dt", required=True)
+        ingest_coco.add_argument("--store", required=True, help=STORE_HELP)
+        ingest_coco.add_argument("--shards", type=options.positive_int, default=None)
+        ingest_coco.add_argument("--run", default=api.DEFAULT_RUN, help="name of the detection run")
+        ingest_coco.add_argument("--overwrite", action="store_true", help="replace an existing store")
+        ingest_coco.add_argument("--no-masks", action="store_true",
+                                 help="store no result masks (box evaluation only: a file of box results parses none)")
+        ingest_coco.add_argument("--image-metadata", default=None, metavar="FILE",
+                                 help="CSV or Parquet table keyed by image_id whose columns are added to the images")
+        options.tag_args(ingest_coco)
+        options.run_args(ingest_coco)
+        if name == "coco":
+            options.format_args(ingest_coco)
+        ingest_coco.set_defaults(func=_cmd_ingest)
     voc.add_ingest_voc(ingest_sub)
     segmentation.add_ingest_partitions(ingest_sub)
 
 
 def add_evaluate(sub) -> None:
     evaluate = options.store_command(sub, "evaluate", "match a stored run and print its COCO summary", _cmd_evaluate)
-    evaluate.add_argument("--protocol", choices=["coco", "voc", "partitions"], default="coco",
-                          help="matching protocol (partitions: the contingency tables of a partition store)")
+    evaluate.add_argument("--protocol", choices=["coco", "voc", "partitions", "lvis"], default="coco",
+                          help="matching protocol (partitions: the contingency tables of a partition store; lvis: "
+                               "federated, of a store made by ingest lvis)")
     evaluate.add_argument("--run", default=api.DEFAULT_RUN)
     options.protocol_args(evaluate)
     voc.add_evaluate_args(evaluate)

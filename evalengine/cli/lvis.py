@@ -4,17 +4,47 @@ out."""
 from evalengine import api
 from evalengine.cli import options
 from evalengine.cli.options import STORE_HELP
+from evalengine.errors import EvalEngineError
+from evalengine.match.lvis import LVIS_MAX_DETS
+
+
+INGEST_HELP = ("LVIS ground truth (COCO-shaped; the images' neg_category_ids and not_exhaustive_category_ids and the "
+               "categories' frequency are checked and kept) and results")
+
+
+def _protocol(args, max_dets: int) -> api.LvisProtocol:
+    return api.LvisProtocol(iou_type=args.iou_type, max_dets=(max_dets,), zero_id_quirk=bool(args.keep_zero_id_quirk))
+
+
+def _stored(args, protocol: api.LvisProtocol) -> str:
+    timed = options.phases(args)
+    evaluation = api.evaluate_store_lvis(api.open(args.store), protocol, run=args.run, phases=timed,
+                                         **options.schedule(args))
+    return options.profiled(args, timed, api.lvis_output(evaluation, args.json))
+
+
+def cmd_evaluate(args) -> str:
+    """``evaluate STORE --protocol lvis``: match (or reuse) the LVIS table of a stored run, print lvis-api's results
+    (``--iou-type``, one ``--max-dets`` and ``--keep-zero-id-quirk`` apply; COCO's thresholds and ranges do not)."""
+    fixed = [option for option, given in (("--area-ranges", args.area_ranges is not None),
+                                          ("--use-cats", args.use_cats != 1),
+                                          ("--iou-thresholds", args.iou_thresholds is not None),
+                                          ("--kpt-sigmas", args.kpt_sigmas is not None)) if given]
+    if fixed:
+        raise EvalEngineError(f"evaluate: {fixed[0]} is an option of the coco protocol, not of lvis (lvis-api's "
+                              "thresholds and area ranges are fixed)")
+    max_dets = args.max_dets or [LVIS_MAX_DETS]
+    if len(max_dets) != 1:
+        raise EvalEngineError(f"evaluate: --max-dets takes one cap under lvis (detections per image), got {max_dets}")
+    return _stored(args, _protocol(args, max_dets[0]))
 
 
 def _cmd_lvis(args) -> str:
     options.check_store_or_files(args)
-    timed = options.phases(args)
-    protocol = api.LvisProtocol(iou_type=args.iou_type, max_dets=(args.max_dets,),
-                                zero_id_quirk=bool(args.keep_zero_id_quirk))
+    protocol = _protocol(args, args.max_dets)
     if args.store is not None:
-        evaluation = api.evaluate_store_lvis(api.open(args.store), protocol, run=args.run, phases=timed,
-                                             **options.schedule(args))
-        return options.profiled(args, timed, api.lvis_output(evaluation, args.json))
+        return _stored(args, protocol)
+    timed = options.phases(args)
     evaluation = api.evaluate_lvis(args.gt, args.dt, protocol, store=args.keep_store, n_shards=args.shards,
                                    phases=timed, **options.schedule(args))
     return options.profiled(args, timed, api.lvis_output(evaluation, args.json, args.keep_store))

@@ -90,8 +90,8 @@ def _has_labels(layout) -> bool:
 def check_lvis_labels(images: pl.DataFrame | None, categories: pl.DataFrame, source: str) -> None:
     """What lvis-api reads beyond COCO, present and well typed (it fails with a KeyError otherwise): every image's
     ``neg_category_ids`` and ``not_exhaustive_category_ids`` (lists of category ids) and every category's
-    ``frequency`` (``r``, ``c`` or ``f``)."""
-    if images is None:
+    ``frequency`` (``r``, ``c`` or ``f``). ``images`` lacking the lists (or None) is refused."""
+    if images is None or any(label not in images.columns for label in IMAGE_LABELS):
         raise InputError(f"{source}: the images have no 'neg_category_ids' and 'not_exhaustive_category_ids' "
                          "(an LVIS ground truth lists both for every image)")
     for label in IMAGE_LABELS:

@@ -78,3 +78,51 @@ def test_bad_input_is_one_line(tmp_path, inputs):
     assert code == 2 and err == ["evalengine: error: lvis: give a STORE, or --gt and --dt (not both)"]
     code, _, err = cli(tmp_path, "lvis", "--gt", gt, "--dt", dt, "--iou-type", "keypoints")
     assert code == 2 and "invalid choice: 'keypoints'" in err[0]
+
+
+def test_ingest_lvis_then_evaluate_protocol_lvis(tmp_path, inputs):
+    """``ingest lvis`` keeps the LVIS labels in the store; ``evaluate STORE --protocol lvis`` prints lvis-api's lines
+    and JSON, equal to ``evalengine lvis`` from the files; the ``lvis_*`` views serve it."""
+    (gt, dt), ref = inputs
+    store = tmp_path / "store"
+    result = evalengine("ingest", "lvis", "--gt", gt, "--dt", dt, "--store", store, "--shards", "2", "--quiet")
+    assert result.returncode == 0 and result.stdout.startswith(f"store: {store} (2 shards"), result.stderr
+    result = evalengine("evaluate", store, "--protocol", "lvis", "--quiet")
+    assert result.returncode == 0 and result.stdout.rstrip("\n") == printed(ref), result.stderr
+    stored = json.loads(evalengine("evaluate", store, "--protocol", "lvis", "--json").stdout)
+    from_files = json.loads(evalengine("lvis", "--gt", gt, "--dt", dt, "--json").stdout)
+    assert stored == from_files
+    np.testing.assert_allclose(list(stored["stats"].values()), [float(v) for v in ref.results.values()], rtol=0,
+                               atol=1e-12)
+    images = open_store(store).layout.read("images")
+    gt_json = json.loads(gt.read_text())
+    assert images.sort("image_id").get_column("neg_category_ids").to_list() == [
+        i["neg_category_ids"] for i in sorted(gt_json["images"], key=lambda i: i["id"])]
+    rows = open_store(store).sql("SELECT metric, value FROM lvis_results WHERE protocol = 'lvis'")
+    np.testing.assert_allclose(rows["value"].to_numpy(), list(stored["stats"].values()), rtol=0, atol=1e-12)
+
+
+def test_evaluate_protocol_lvis_refuses_coco_options(tmp_path, inputs):
+    (gt, dt), _ = inputs
+    store = tmp_path / "store"
+    assert cli(tmp_path, "ingest", "lvis", "--gt", gt, "--dt", dt, "--store", store, "--quiet")[0] == 0
+    code, _, err = cli(tmp_path, "evaluate", store, "--protocol", "lvis", "--area-ranges", "all:0:1e10")
+    assert code == 2 and err == ["evalengine: error: evaluate: --area-ranges is an option of the coco protocol, not of "
+                                 "lvis (lvis-api's thresholds and area ranges are fixed)"]
+    code, _, err = cli(tmp_path, "evaluate", store, "--protocol", "lvis", "--max-dets", "1", "10")
+    assert code == 2 and "--max-dets takes one cap under lvis" in err[0]
+
+
+def test_ingest_lvis_refuses_a_coco_ground_truth_before_writing(tmp_path, inputs):
+    """A ground truth without the LVIS fields is a located error at ingest, and no store is left behind."""
+    (gt, dt), _ = inputs
+    bad = json.loads(gt.read_text())
+    for category in bad["categories"]:
+        category.pop("frequency")
+    path = tmp_path / "coco.json"
+    path.write_text(json.dumps(bad))
+    store = tmp_path / "store"
+    result = evalengine("ingest", "lvis", "--gt", path, "--dt", dt, "--store", store)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr == f"evalengine: error: {path}: the categories have no 'frequency' (LVIS: 'r', 'c' or 'f')\n"
+    assert not store.exists()

@@ -87,3 +87,28 @@ def test_val100_live_against_lvis_api(tmp_path):
     path = tmp_path / "dt.json"
     path.write_text(json.dumps(dt))
     check(evaluate_lvis(VAL100, path, n_shards=3), lvis_api(gt, dt), 1000)
+
+
+@pytest.mark.parametrize("case", ["bbox:0", "bbox:7", "bbox:23", "bbox:41", "segm:2", "segm:5"])
+def test_val100_through_ingest_lvis_and_evaluate(tmp_path, capsys, case):
+    """Stored cases of lvis_val_100 through the commands: ``ingest lvis`` (GT and results into a store of 1–3 shards)
+    then ``evaluate STORE --protocol lvis --json`` equal to lvis-api's stored results."""
+    from evalengine.cli import main
+    iou_type, seed = case.split(":")
+    gt = json.loads(VAL100.read_text())
+    results = val100_results(gt, int(seed))
+    path = tmp_path / "dt.json"
+    path.write_text(json.dumps(with_box_polygons(results) if iou_type == "segm" else results))
+    store = tmp_path / "store"
+    assert main(["ingest", "lvis", "--gt", str(VAL100), "--dt", str(path), "--store", str(store), "--shards",
+                 str(1 + int(seed) % 3), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(store), "--protocol", "lvis", "--iou-type", iou_type, "--json", "--quiet"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    expected = EXPECTED[case]
+    assert list(payload["stats"]) == list(expected["results"])
+    np.testing.assert_allclose(list(payload["stats"].values()), list(expected["results"].values()), rtol=0, atol=1e-12)
+    defined = {c: ap for c, ap in payload["per_class"].items() if ap != -1}
+    assert sorted(defined) == sorted(expected["per_class"])
+    np.testing.assert_allclose([defined[c] for c in expected["per_class"]], list(expected["per_class"].values()),
+                               rtol=0, atol=1e-12)

@@ -12,7 +12,7 @@ from pycocotools import mask as mask_utils
 from evalengine.io.openimages import read_ground_truth, read_hierarchy
 from evalengine.match.openimages import OpenImagesProtocol
 from evalengine.metrics import openimages as oi_metrics
-from tests.openimages_cases import DATA, array, evaluate, load
+from tests.openimages_cases import DATA, array, evaluate, load, recorded_inputs
 
 EVALUATORS = load("evaluator_cases.json")
 PER_IMAGE = load("per_image_cases.json")
@@ -271,21 +271,9 @@ def test_challenge_csv_parsing_masks(tmp_path):
 def test_object_detection_evaluation_evaluate(tmp_path):
     """ObjectDetectionEvaluationTest.test_evaluate (full_call_traces.json): difficult and group-of boxes with
     ``group_of_weight`` 0 through ``ObjectDetectionEvaluation``: AP, mAP and each class's precision and recall."""
-    calls = load("full_call_traces.json")["calls"]["object_detection_evaluation_test::ObjectDetectionEvaluationTest::"
-                                                   "test_evaluate"]
-    groundtruth, detections = [], []
-    for call in calls:
-        args = [array(a) for a in call.get("args") or []]
-        if call["kind"] == "add_single_ground_truth_image_info":
-            g = {"image_key": args[0], "groundtruth_boxes": args[1], "groundtruth_classes": args[2] + 1}
-            if len(args) > 3:
-                g["groundtruth_difficult"], g["groundtruth_group_of"] = args[3], args[4]
-            groundtruth.append(g)
-        elif call["kind"] == "add_single_detected_image_info":
-            detections.append({"image_key": args[0], "detection_boxes": args[1], "detection_scores": args[2],
-                               "detection_classes": args[3] + 1})
-        elif call["kind"] == "evaluate":
-            expected = call["result"]
+    groundtruth, detections, expected = recorded_inputs(
+        load("full_call_traces.json")["calls"]["object_detection_evaluation_test::ObjectDetectionEvaluationTest::"
+                                               "test_evaluate"])
     protocol = OpenImagesProtocol.v2()
     evaluation = evaluate(tmp_path / "s", 3, groundtruth, detections, protocol)
     result = evaluation.accumulate()
@@ -298,3 +286,6 @@ def test_object_detection_evaluation_evaluate(tmp_path):
                                                         result.num_gt[c])
         np.testing.assert_allclose(precision, array(expected[2][c]), rtol=0, atol=1e-12)
         np.testing.assert_allclose(recall, array(expected[3][c]), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(evaluation.cor_loc().get_column("corloc").to_numpy(), array(expected[4]), rtol=0,
+                               atol=1e-12)
+    assert evaluation.mean_cor_loc() == pytest.approx(expected[5], abs=1e-12)

@@ -25,7 +25,7 @@ from evalengine.errors import InputError
 from evalengine.io.openimages import read_hierarchy
 from evalengine.match.openimages import OpenImagesProtocol
 from evalengine.metrics import openimages as oi_metrics
-from tests.openimages_cases import array, evaluate, load
+from tests.openimages_cases import array, evaluate, load, recorded_inputs
 
 PREFIX = "object_detection_evaluation_test::ObjectDetectionEvaluationTest::"
 TRACES = load("full_call_traces.json")["calls"]
@@ -33,20 +33,7 @@ TRACES = load("full_call_traces.json")["calls"]
 
 def _set_up(test: str) -> tuple:
     """The test's setUp as our inputs (classes 1-based), and its recorded ``evaluate`` result if any."""
-    groundtruth, detections, expected = [], [], None
-    for call in TRACES[PREFIX + test]:
-        args = [array(a) for a in call.get("args") or []]
-        if call["kind"] == "add_single_ground_truth_image_info":
-            g = {"image_key": args[0], "groundtruth_boxes": args[1], "groundtruth_classes": args[2] + 1}
-            if len(args) > 3:
-                g["groundtruth_difficult"], g["groundtruth_group_of"] = args[3], args[4]
-            groundtruth.append(g)
-        elif call["kind"] == "add_single_detected_image_info":
-            detections.append({"image_key": args[0], "detection_boxes": args[1], "detection_scores": args[2],
-                               "detection_classes": args[3] + 1})
-        elif call["kind"] == "evaluate" and expected is None:
-            expected = call["result"]
-    return groundtruth, detections, expected
+    return recorded_inputs(TRACES[PREFIX + test])
 
 
 def _evaluation(tmp_path, test: str, n_shards: int = 1):
