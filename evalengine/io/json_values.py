@@ -115,6 +115,21 @@ def literal(buf, p, n, word):
 TRUE, FALSE, NULL = (np.frombuffer(w, np.uint8).copy() for w in (b"true", b"false", b"null"))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _member_name(buf, p, n):
+    """Position after the key and ':' of an object's member at ``p`` (after whitespace), or -1."""
+    p = space(buf, p, n)
+    if p >= n or buf[p] != 34:
+        return -1
+    p = string_end(buf, p, n)
+    if p < 0:
+        return -1
+    p = space(buf, p, n)
+    if p >= n or buf[p] != 58:
+        return -1
+    return p + 1
+
+
 @numba.njit(cache=True, nogil=True)
 def skip_value(buf, p, n, true_, false_, null_):
     """End of the JSON value at ``p`` (any nesting, checked as Python's json checks it), or -1."""
@@ -135,15 +150,9 @@ def skip_value(buf, p, n, true_, false_, null_):
                 p += 1
                 depth -= 1
             elif c == 123:
-                if p >= n or buf[p] != 34:
-                    return -1
-                p = string_end(buf, p, n)
+                p = _member_name(buf, p, n)
                 if p < 0:
                     return -1
-                p = space(buf, p, n)
-                if p >= n or buf[p] != 58:
-                    return -1
-                p += 1
                 continue
             else:
                 continue
@@ -169,16 +178,9 @@ def skip_value(buf, p, n, true_, false_, null_):
             if c == 44:  # ','
                 p += 1
                 if stack[depth - 1] == 2:
-                    p = space(buf, p, n)
-                    if p >= n or buf[p] != 34:
-                        return -1
-                    p = string_end(buf, p, n)
+                    p = _member_name(buf, p, n)
                     if p < 0:
                         return -1
-                    p = space(buf, p, n)
-                    if p >= n or buf[p] != 58:
-                        return -1
-                    p += 1
                 break
             if c == (93 if stack[depth - 1] == 1 else 125):
                 p += 1
