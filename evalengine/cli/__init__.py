@@ -51,8 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     while they load is an interruption too)."""
     from evalengine.cli import analyze, borji, coco, confusion, demo, diagnosis, fsck, invariance, lrp, proposals
     from evalengine.cli import density, openimages, query, segmentation, upper_bound, voc
-    from evalengine.cli import lvis
-    from evalengine.cli import export
+    from evalengine.cli import export, lvis, warmup
 
     # the subcommands, in the order the help lists them
     subcommands = (coco.add_coco, voc.add_voc, openimages.add_openimages, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare,
@@ -63,8 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                    query.add_sql,
                    proposals.add_proposals, segmentation.add_segmentation,
                    proposals.add_add_proposals, proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck,
-                   demo.add_demo,
-                   export.add_export)
+                   demo.add_demo, export.add_export, warmup.add_warmup)
     parser = Parser(prog="evalengine", description="The ``evalengine`` command.")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error (also EVALENGINE_DEBUG=1)")
@@ -85,7 +83,8 @@ def compile_notice() -> None:
     cache = os.environ.get("NUMBA_CACHE_DIR")
     root = Path(cache) if cache else Path(__file__).parent.parent
     if sys.stderr.isatty() and not any(root.rglob("*.nbi")):
-        print("evalengine: compiling kernels, once (20-40 s; later runs reuse them)", file=sys.stderr)
+        print("evalengine: compiling kernels, once (20-40 s; later runs reuse them; evalengine warmup does it ahead)",
+              file=sys.stderr)
 
 
 def main(argv=None) -> int:

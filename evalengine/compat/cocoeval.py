@@ -24,6 +24,7 @@ from evalengine.api import COCO_IOU_THRESHOLDS, Store, _TemporaryFolder
 from evalengine.compat.coco import compat_coco
 from evalengine.compat.eval_images import accumulate_eval_images, eval_images
 from evalengine.compat.ious import iou_matrices
+from evalengine.compat.zero_id import with_zero_id_groups, zero_id_groups
 from evalengine.match.coco import (COCO_AREA_RANGES, COCO_MAX_DETS, COCO_RECALL_THRESHOLDS, KEYPOINT_AREA_RANGES,
                                    KEYPOINT_MAX_DETS, CocoProtocol)
 from evalengine.match.shapes import kpt_sigmas
@@ -74,6 +75,7 @@ class COCOeval:
         self._paramsEval = {}
         self._eval_imgs, self._engine_eval_imgs = [], None
         self._built = None  # (store, evaluation, protocol) of the last evaluate
+        self._zero_ids = set()  # groups with a detection of id 0 (evalengine.compat.zero_id)
         self._stores = {}
         if cocoGt is not None:
             self.params.imgIds = sorted(cocoGt.getImgIds())
@@ -104,6 +106,8 @@ class COCOeval:
         evaluation = store.evaluate(protocol).slice(
             image_ids=[int(i) for i in p.imgIds], category_ids=[int(c) for c in p.catIds] if p.useCats else None)
         self._built = (store, evaluation, protocol)
+        self._zero_ids = zero_id_groups(compat_coco(self.cocoDt), p.imgIds, p.catIds, p.useCats) \
+            if protocol.zero_id_quirk and next(iter(self._stores.values()))[2] is not None else set()
         self._eval_imgs = self._ious = None  # built when read
         self._paramsEval = copy.deepcopy(self.params)
         print(f"DONE (t={time.time() - tic:0.2f}s).")
@@ -179,8 +183,10 @@ class COCOeval:
             gt = one.gt_matches().select("image_id", "category_id", "gt_id", "ignored_bits").join(
                 gt_order, on="gt_id", how="left").collect()
             tables.append((dt, gt))
-        return eval_images(tables, p.imgIds, p.catIds if p.useCats else [-1], bool(p.useCats), p.areaRng,
-                           p.maxDets[-1], len(p.iouThrs), ids)
+        built = eval_images(tables, p.imgIds, p.catIds if p.useCats else [-1], bool(p.useCats), p.areaRng,
+                            p.maxDets[-1], len(p.iouThrs), ids)
+        return with_zero_id_groups(built, self._zero_ids, compat_coco(self.cocoGt), compat_coco(self.cocoDt),
+                                   self.ious, p) if self._zero_ids else built
 
     # -- accumulate and summarize -------------------------------------------------------------------------------------
 
@@ -210,7 +216,7 @@ class COCOeval:
     def _from_tables(self, p) -> bool:
         """Whether the match table answers: ``evalImgs`` is the one ``evaluate`` made (or not built yet) and the
         parameters that decide it are those of ``evaluate``."""
-        if self._built is None or (self._eval_imgs is not None and self._eval_imgs is not getattr(
+        if self._built is None or self._zero_ids or (self._eval_imgs is not None and self._eval_imgs is not getattr(
                 self, "_engine_eval_imgs", None)):
             return False
         pe = self._paramsEval

@@ -247,7 +247,8 @@ def test_compile_notice(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     compile_notice()
-    assert capsys.readouterr().err == "evalengine: compiling kernels, once (20-40 s; later runs reuse them)\n"
+    assert capsys.readouterr().err == ("evalengine: compiling kernels, once (20-40 s; later runs reuse them; evalengine "
+                                       "warmup does it ahead)\n")
     (tmp_path / "evalengine" / "match").mkdir(parents=True)
     (tmp_path / "evalengine" / "match" / "groups.rank_in_group-10.py311.nbi").write_bytes(b"")
     compile_notice()
@@ -290,3 +291,57 @@ def test_baseline_output_and_proposal_ordering_fit_together(capsys, tmp_path):
     code, _, err = run(capsys, "baseline", "--gt", GT, "--kind", "uniform", "--out", str(tmp_path / "b.json"))
     assert code == 2 and err == f"evalengine: error: {tmp_path / 'b.json'}: baseline writes Parquet; name the file " \
                                 ".parquet\n"
+
+
+def test_warmup_compiles_and_caches_the_kernels(tmp_path, monkeypatch, capsys):
+    """``evalengine warmup`` (a subprocess, its own numba cache folder) compiles the kernels the common commands use
+    and leaves numba's index files behind; the compile notice is then not given."""
+    import os
+    import re
+
+    from evalengine.cli import compile_notice
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-m", "evalengine.cli", "warmup"], capture_output=True, text=True,
+                            timeout=1800, env=env)
+    assert (result.returncode, result.stderr) == (0, "")
+    found = re.fullmatch(r"warmup: (\d+) of (\d+) cached numba kernels compiled; later runs reuse them\. "
+                         r"Compiled on first use: (.+)\n", result.stdout)
+    assert found, result.stdout
+    compiled, total = int(found[1]), int(found[2])
+    assert total >= 60 and compiled >= total // 3
+    indexes = {path.name.split("-")[0] for path in tmp_path.rglob("*.nbi")}
+    for kernel in ("greedy_score.assign_by_score", "box_iou.box_iou_blocks", "groups.rank_in_group"):
+        assert any(name.startswith(kernel) for name in indexes), (kernel, sorted(indexes))
+    assert len(indexes) >= compiled // 2
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    compile_notice()
+    assert capsys.readouterr().err == ""
+
+
+def test_segmentation_only_results_and_a_string_image_id(tmp_path):
+    """Results with only a segmentation (no 'missing field bbox') are evaluated as boxes of their masks (loadRes'
+    toBbox), as pycocotools does; a string image id is named with its position, line and column."""
+    from pycocotools import mask as mask_utils
+
+    gt = json.loads(SAMPLE_GT.read_text())
+    sizes = {image["id"]: (image["height"], image["width"]) for image in gt["images"]}
+
+    def rle(ann):  # pycocotools' loadRes reads result masks as RLE only
+        merged = mask_utils.merge(mask_utils.frPyObjects(ann["segmentation"], *sizes[ann["image_id"]]))
+        return {"size": merged["size"], "counts": merged["counts"].decode("ascii")}
+
+    masks = [{"image_id": a["image_id"], "category_id": a["category_id"], "segmentation": rle(a),
+              "score": round(0.3 + 0.01 * n, 2)} for n, a in enumerate(gt["annotations"][:50]) if not a["iscrowd"]]
+    result = command("coco", "--gt", GT, "--dt", _write(tmp_path / "masks.json", masks), "--json")
+    assert (result.returncode, result.stderr) == (0, "")
+    ev = pycocotools_eval(gt, masks)
+    assert json.loads(result.stdout)["stats"][:2] == pytest.approx(list(ev.stats[:2]), abs=1e-12)
+    results = json.loads(SAMPLE_DT.read_text())
+    results[3]["image_id"] = str(results[3]["image_id"])
+    bad = _write(tmp_path / "string_id.json", results)
+    result = command("coco", "--gt", GT, "--dt", bad)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"evalengine: error: {bad}: detection at position 4 (line 1, column ")
+    assert f"'image_id' is \"{results[3]['image_id']}\", not an integer" in result.stderr
