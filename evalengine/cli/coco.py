@@ -73,7 +73,7 @@ def _cmd_report(args) -> str:
 
 
 def add_coco(sub) -> None:
-    coco = sub.add_parser("coco", help="evaluate COCO JSON files as pycocotools would (bbox)")
+    coco = sub.add_parser("coco", help="evaluate COCO JSON files as pycocotools would (bbox, segm, keypoints, boundary)")
     coco.add_argument("--gt", required=True, help="COCO ground-truth JSON")
     coco.add_argument("--dt", required=True,
                       help="detections: COCO result JSON, JSON Lines, Parquet or CSV (image_id, category_id, "

@@ -68,6 +68,14 @@ def _gather(order, rank, tp_bits, ignored_bits, score):
     return rank_out, tp_out, ignored_out, score_out
 
 
+@numba.njit(cache=True, nogil=True)
+def _grown(events):
+    """``events`` with its last axis doubled, the filled part kept."""
+    out = np.empty((events.shape[0], events.shape[1], 2 * events.shape[2]))
+    out[:, :, :events.shape[2]] = events
+    return out
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt, max_dets, n_thr, rec_thr,
                        want_curve):
@@ -114,6 +122,10 @@ def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt
                         if tp_i & bit:
                             tp[m, t] += 1.0
                             e = n_events[m, t]
+                            if e == event_recall.shape[2]:  # more true positives than ground truths (the id-0 quirk)
+                                event_recall = _grown(event_recall)
+                                event_precision = _grown(event_precision)
+                                event_score = _grown(event_score)
                             event_recall[m, t, e] = tp[m, t] / n_gt
                             event_precision[m, t, e] = tp[m, t] / (fp[m, t] + tp[m, t] + _EPS)
                             event_score[m, t, e] = scores[i]

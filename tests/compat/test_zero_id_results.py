@@ -1,9 +1,8 @@
 """A results dataset built by hand (``COCO()``, ``dataset``, ``createIndex()``) whose ids start at 0, as a user (or
 an exporter) numbering from 0 makes it: pycocotools then leaves the ground truth matched by detection 0 free for a
-later detection; the drop-in gives the same stats, ``precision``, ``recall`` and evalImgs (array-equal), on random
-datasets under params edits, and in the corrected mode (``zero_id_quirk=False``) matches as if the id were another.
-Not ``eval["scores"]``: where one ground truth has two true positives (the quirk), the engine's accumulator keeps
-one recall event per ground truth, and the score at a recall threshold can differ (known, documented)."""
+later detection; the drop-in gives the same stats, ``precision``, ``recall``, ``scores`` and evalImgs (array-equal),
+on random datasets under params edits (one ground truth with two true positives: more recall events than ground
+truths), and in the corrected mode (``zero_id_quirk=False``) matches as if the id were another."""
 
 import contextlib
 import copy
@@ -60,7 +59,7 @@ def test_hand_built_results_with_id_0_equal_pycocotools(batch):
         ref = _hand_built(RefCOCO, RefCOCOeval, gt, dt, edit)
         ours = _hand_built(COCO, COCOeval, gt, dt, edit)
         try:
-            for key in ("precision", "recall"):
+            for key in ("precision", "recall", "scores"):
                 assert np.array_equal(ours.eval[key], ref.eval[key]), key
             assert np.array_equal(ours.stats, ref.stats)
             assert_eval_images_equal(ours.evalImgs, ref.evalImgs)
