@@ -107,15 +107,8 @@ def _bad(tmp_path, pred_arrays: dict, gt_arrays: dict, *extra, run=None) -> str:
     return (run or main)(["segmentation", "--pred", str(pred), "--gt", str(gt), *extra])
 
 
-@pytest.mark.parametrize("case, message", [
-    ("size", "label map is 4×5 (height×width), its ground truth"),
-    ("alpha", "PNG with an alpha channel (mode RGBA)"),
-    ("void", "annotator 2 has void label 0 at other pixels than annotator 1"),
-    ("missing", "has no label map for image 'b'"),
-    ("float", "labels must be integers, got float64 values"),
-    ("measure", "--measures: unknown measure 'fbt'"),
-])
-def test_bad_input_is_one_located_line(tmp_path, capsys, case, message):
+def _bad_case(case: str) -> tuple:
+    """``(ok, pred, gt, extra flags)`` of a bad-input case on one 4×5 image (``ok``: its good label map)."""
     ok = np.arange(20).reshape(4, 5) % 3
     pred, gt, extra = {"a.npy": ok}, {"a.npy": np.stack([ok, ok])}, []
     if case == "size":
@@ -125,7 +118,20 @@ def test_bad_input_is_one_located_line(tmp_path, capsys, case, message):
     elif case == "void":
         gt = {"a.npy": np.stack([ok, (ok + 1) % 3])}
         extra = ["--void-label", "0"]
-    elif case == "missing":
+    return ok, pred, gt, extra
+
+
+@pytest.mark.parametrize("case, message", [
+    ("size", "label map is 4×5 (height×width), its ground truth"),
+    ("alpha", "PNG with an alpha channel (mode RGBA)"),
+    ("void", "annotator 2 has void label 0 at other pixels than annotator 1"),
+    ("missing", "has no label map for image 'b'"),
+    ("float", "labels must be integers, got float64 values"),
+    ("measure", "--measures: unknown measure 'fbt'"),
+])
+def test_bad_input_is_one_located_line(tmp_path, capsys, case, message):
+    ok, pred, gt, extra = _bad_case(case)
+    if case == "missing":
         gt["b.npy"] = gt["a.npy"]
     elif case == "float":
         pred = {"a.npy": ok + 0.5}
@@ -145,14 +151,7 @@ def test_bad_input_is_one_located_line(tmp_path, capsys, case, message):
 ])
 def test_bad_input_from_the_command_line(tmp_path, case, message):
     """The issue's bad inputs through the installed command: exit status 2, one located line, no traceback."""
-    ok = np.arange(20).reshape(4, 5) % 3
-    pred, gt, extra = {"a.npy": ok}, {"a.npy": np.stack([ok, ok])}, []
-    if case == "size":
-        gt = {"a.npy": np.zeros((2, 5, 4), int)}
-    elif case == "alpha":
-        pred = {"a.png": np.zeros((4, 5, 4), np.uint8)}
-    else:
-        gt, extra = {"a.npy": np.stack([ok, (ok + 1) % 3])}, ["--void-label", "0"]
+    _, pred, gt, extra = _bad_case(case)
 
     def run(argv):
         return subprocess.run([sys.executable, "-m", "evalengine.cli", *argv], capture_output=True, text=True)
