@@ -374,7 +374,7 @@ def test_a_one_shot_box_evaluation_reads_no_masks(tmp_path):
 
     assert "segmentation" not in result_fields(DATA / "detectron2_dt.json", masks=False)
     assert "segmentation" in result_fields(DATA / "cocoapi_fakesegm100_dt.json", masks=False)  # boxes from masks
-    box = evalengine.evaluate_coco(DATA / "detectron2_gt.json", DATA / "detectron2_dt.json")
-    assert "mask_rle" not in scan_shards(box.layout.paths.dt("default")).collect_schema()
+    box = evalengine.evaluate_coco(DATA / "detectron2_gt.json", DATA / "detectron2_dt.json")  # held in memory
+    assert "mask_rle" not in box.layout.scan_sharded(box.layout.paths.dt("default")).collect_schema()
     kept = evalengine.evaluate_coco(DATA / "detectron2_gt.json", DATA / "detectron2_dt.json", store=tmp_path / "kept")
     assert "mask_rle" in scan_shards(kept.layout.paths.dt("default")).collect_schema() and kept.stats() == box.stats()
