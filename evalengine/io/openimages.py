@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from evalengine import schema
 from evalengine.errors import InputError, InputWarning
 from evalengine.io import rle
-from evalengine.io.validate import check_csv_header
+from evalengine.io.csv_tables import csv_header
 
 BOX_COLUMNS = ("XMin", "XMax", "YMin", "YMax")
 MASK_COLUMNS = ("ImageWidth", "ImageHeight", "Mask")  # the instance-segmentation track: base64 of zlib of COCO RLE
@@ -111,18 +111,23 @@ def read_class_descriptions(path) -> dict:
     return dict(frame.iter_rows())
 
 
+def _header_with(path: Path, columns, what: str) -> list:
+    """The header of a CSV file that has each of ``columns``, else a located error naming the missing ones."""
+    header = csv_header(path)
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputError(f"{path}: line 1: the {what} file needs column(s) {', '.join(missing)} "
+                         f"(found {', '.join(header)})")
+    return header
+
+
 def _read_csv(path, columns, what: str, optional=()) -> pl.DataFrame:
     """``columns`` (and those of ``optional`` it has) of a CSV file, by header name, as strings, with each row's line
     number."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    check_csv_header(path)
-    header = pl.read_csv(path, n_rows=0, infer_schema=False).columns
-    missing = [c for c in columns if c not in header]
-    if missing:
-        raise InputError(f"{path}: line 1: the {what} file needs column(s) {', '.join(missing)} "
-                         f"(found {', '.join(header)})")
+    header = _header_with(path, columns, what)
     columns = [*columns, *(c for c in optional if c in header)]
     return pl.read_csv(path, columns=columns, infer_schema=False).with_row_index("_row")
 
@@ -299,12 +304,7 @@ def _prediction_batches(path: Path, columns) -> Iterator[pl.DataFrame]:
         for batch in parquet.iter_batches(PREDICTION_BATCH_ROWS, columns=list(columns)):
             yield pl.from_arrow(batch).cast({c: pl.String for c in columns})
         return
-    check_csv_header(path)
-    header = pl.read_csv(path, n_rows=0, infer_schema=False).columns
-    missing = [c for c in columns if c not in header]
-    if missing:
-        raise InputError(f"{path}: line 1: the predictions file needs column(s) {', '.join(missing)} "
-                         f"(found {', '.join(header)})")
+    _header_with(path, columns, "predictions")
     yield from pl.scan_csv(path, infer_schema=False).select(columns).collect_batches(chunk_size=PREDICTION_BATCH_ROWS)
 
 

@@ -198,23 +198,29 @@ def test_small_hierarchy_cases(tmp_path):
             assert targets == expected and len(call["result"]) == len(targets)
 
 
-def test_challenge_csv_parsing(tmp_path):
-    """build_groundtruth_dictionary / build_predictions_dictionary (boxes): the same boxes, classes, group-of flags,
-    verified classes and scores through our readers."""
-    from evalengine.io.openimages import iter_predictions
-    prefix = "oid_challenge_evaluation_utils_test::OidChallengeEvaluationUtilTest::"
-    gt_call = METRICS[prefix + "testBuildGroundtruthDictionaryBoxes"]["calls"][0]
+def _recorded_ground_truth(tmp_path, gt_call, integer_columns) -> tuple:
+    """``build_groundtruth_dictionary``'s recorded input table as our reader's files: ``(boxes CSV, labels CSV,
+    hierarchy, class descriptions)``, the ``integer_columns`` of the boxes written as integers."""
     frame, label_map = gt_call["args"]
-    table = pl.DataFrame(frame["data"], schema=frame["columns"], orient="row")
+    table = pl.DataFrame(frame["data"], schema=frame["columns"], orient="row", infer_schema_length=None)
     hierarchy = _write_tree(tmp_path, {"LabelName": "root", "Subcategory": [{"LabelName": n} for n in label_map]})
     descriptions = tmp_path / "classes.csv"
     descriptions.write_text("".join(f"{n},{n}\n" for n in sorted(label_map, key=label_map.get)))
     boxes = table.filter(pl.col("XMin").is_not_null()).drop("ConfidenceImageLabel")
     labels = table.filter(pl.col("ConfidenceImageLabel").is_not_null()).select(
         "ImageID", "LabelName", pl.col("ConfidenceImageLabel").cast(pl.Int64).alias("Confidence"))
-    boxes.with_columns(pl.col("IsGroupOf").cast(pl.Int64)).write_csv(tmp_path / "boxes.csv")
+    boxes.with_columns(pl.col(*integer_columns).cast(pl.Int64)).write_csv(tmp_path / "boxes.csv")
     labels.write_csv(tmp_path / "labels.csv")
-    dataset = read_ground_truth(tmp_path / "boxes.csv", tmp_path / "labels.csv", hierarchy, descriptions)
+    return tmp_path / "boxes.csv", tmp_path / "labels.csv", hierarchy, descriptions
+
+
+def test_challenge_csv_parsing(tmp_path):
+    """build_groundtruth_dictionary / build_predictions_dictionary (boxes): the same boxes, classes, group-of flags,
+    verified classes and scores through our readers."""
+    from evalengine.io.openimages import iter_predictions
+    prefix = "oid_challenge_evaluation_utils_test::OidChallengeEvaluationUtilTest::"
+    gt_call = METRICS[prefix + "testBuildGroundtruthDictionaryBoxes"]["calls"][0]
+    dataset = read_ground_truth(*_recorded_ground_truth(tmp_path, gt_call, ["IsGroupOf"]))
     expected = gt_call["result"]
     gt = dataset.gt.sort("gt_id")
     np.testing.assert_array_equal(gt.select("y", "x", "y_max", "x_max").to_numpy(), array(expected["groundtruth_boxes"]))
@@ -238,17 +244,8 @@ def test_challenge_csv_parsing_masks(tmp_path):
     from tests.openimages_cases import compressed
     prefix = "oid_challenge_evaluation_utils_test::OidChallengeEvaluationUtilTest::"
     gt_call = METRICS[prefix + "testBuildGroundtruthDictionaryMasks"]["calls"][0]
-    frame, label_map = gt_call["args"]
-    table = pl.DataFrame(frame["data"], schema=frame["columns"], orient="row", infer_schema_length=None)
-    hierarchy = _write_tree(tmp_path, {"LabelName": "root", "Subcategory": [{"LabelName": n} for n in label_map]})
-    descriptions = tmp_path / "classes.csv"
-    descriptions.write_text("".join(f"{n},{n}\n" for n in sorted(label_map, key=label_map.get)))
-    boxes = table.filter(pl.col("XMin").is_not_null()).drop("ConfidenceImageLabel")
-    labels = table.filter(pl.col("ConfidenceImageLabel").is_not_null()).select(
-        "ImageID", "LabelName", pl.col("ConfidenceImageLabel").cast(pl.Int64).alias("Confidence"))
-    boxes.with_columns(pl.col("IsGroupOf", "ImageWidth", "ImageHeight").cast(pl.Int64)).write_csv(tmp_path / "b.csv")
-    labels.write_csv(tmp_path / "l.csv")
-    dataset = read_ground_truth(tmp_path / "b.csv", tmp_path / "l.csv", hierarchy, descriptions, with_masks=True)
+    dataset = read_ground_truth(*_recorded_ground_truth(tmp_path, gt_call, ["IsGroupOf", "ImageWidth", "ImageHeight"]),
+                                with_masks=True)
     expected = gt_call["result"]
     gt = dataset.gt.sort("gt_order")
     np.testing.assert_array_equal(gt.select("y", "x", "y_max", "x_max").to_numpy(), array(expected["groundtruth_boxes"]))
