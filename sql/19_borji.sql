@@ -33,10 +33,12 @@ SELECT protocol, run, borji_stage(stage) AS stage,
        * EXCLUDE (protocol, run, stage, shard)
 FROM read_parquet(getvariable('borji_stage_gt'), hive_partitioning = true);
 
--- borji_stage_protocols: the COCO parameters of every stage's match table (those of the protocol), as `protocols`.
+-- borji_stage_protocols: the COCO parameters of every stage's match table (those of the protocol), as `protocols`;
+-- iou_type: what the diagnosis compared and moved (bbox, segm: masks, boundary: boundary IoU).
 CREATE OR REPLACE VIEW borji_stage_protocols AS
-SELECT protocol, run, borji_stage(code) AS stage, 'bbox' AS iou_type, match.coco.use_cats AS use_cats,
-       match.coco.iou_thresholds AS iou_thresholds, match.coco.area_ranges AS area_ranges,
+SELECT protocol, run, borji_stage(code) AS stage,
+       coalesce(json_extract_string(to_json(match.coco), '$.iou_type'), 'bbox') AS iou_type,
+       match.coco.use_cats AS use_cats, match.coco.iou_thresholds AS iou_thresholds, match.coco.area_ranges AS area_ranges,
        accumulation.max_dets AS max_dets, accumulation.recall_thresholds AS recall_thresholds
 FROM read_json(getvariable('borji_protocols'), hive_partitioning = true), range(6) AS r(code);
 

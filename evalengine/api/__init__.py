@@ -354,6 +354,7 @@ from evalengine.api.analyze import (ANALYZE_CURVES, ANALYZE_IOU_TYPES, AnalyzeEv
                                      AnalyzeResult, analyze, analyze_scope, analyze_table)
 from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
                                   BorjiProtocol, borji, borji_summary)
+from evalengine.api.borji import BORJI_IOU_TYPES  # noqa: E402
 from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_density_output  # noqa: E402
 from evalengine.api.streaming import StreamingEvaluator  # noqa: E402
 from evalengine.api.lvis import (LvisEvaluation, LvisProtocol, evaluate_lvis, evaluate_store_lvis,  # noqa: E402

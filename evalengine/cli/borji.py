@@ -8,7 +8,8 @@ from evalengine.cli import options
 
 
 def _cmd_diagnose(args) -> str:
-    protocol = api.BorjiProtocol(args.variant, args.duplicates, args.background_threshold, args.foreground_threshold)
+    protocol = api.BorjiProtocol(args.variant, args.duplicates, args.background_threshold, args.foreground_threshold,
+                                 api.CocoProtocol(iou_type=args.iou_type))
     options.check_store_or_files(args)
     store = (args.gt, args.dt) if args.store is None else api.open(args.store)
     diagnosis = api.borji(store, args.run, protocol=protocol, **options.schedule(args))
@@ -30,6 +31,10 @@ def add_diagnose(sub) -> None:
                           help="IoU at or below which a detection is a Type I error (default 0.1)")
     diagnose.add_argument("--foreground-threshold", type=options.iou, default=0.5, metavar="T",
                           help="IoU of a correct detection (default 0.5)")
+    diagnose.add_argument("--iou-type", choices=api.BORJI_IOU_TYPES, default="bbox",
+                          help="what is compared, moved and evaluated: boxes (default), masks (segm, pycocotools' "
+                               "maskUtils.iou; a moved detection takes its target's mask and that mask's area) or "
+                               "mask boundaries (boundary, Cheng et al.'s boundary IoU)")
     options.schedule_args(diagnose)
     diagnose.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     diagnose.set_defaults(func=_cmd_diagnose)

@@ -80,6 +80,7 @@ class BorjiEvaluation(MatchedRun):
             "duplicates": self.protocol.duplicates,
             "background_threshold": self.protocol.background_threshold,
             "foreground_threshold": self.protocol.foreground_threshold,
+            "iou_type": self.protocol.iou_type,
             "stages": list(borji.TABLE_STAGES),
             "stage_names": dict(zip(borji.TABLE_STAGES, borji.STAGE_HEADERS)),
             "summary": {stage: dict(summary.filter(pl.col("stage") == stage).select("metric", "value").iter_rows())
@@ -100,6 +101,7 @@ def diagnose_borji(layout: StoreLayout, run: str, protocol: BorjiProtocol | None
 def borji_summary(evaluation: BorjiEvaluation) -> str:
     """The printed diagnosis: Table 3's row under AP@[.50:.95] and AP50 (percent), then the errors per size."""
     p = evaluation.protocol
+    masks = f", iou type {p.iou_type}" if p.iou_type != "bbox" else ""
     stages = evaluation.table().with_columns(pl.col(s).mul(100).round(1) for s in borji.TABLE_STAGES)
     stages = stages.rename(dict(zip(borji.TABLE_STAGES, borji.STAGE_HEADERS)))
     errors = evaluation.error_counts().with_columns(
@@ -107,6 +109,6 @@ def borji_summary(evaluation: BorjiEvaluation) -> str:
         pl.col("error").replace_strict(dict(zip(borji.ERRORS, borji.ERROR_HEADERS))))
     by_size = errors.pivot("area_range", index="error", values="cell")
     return "\n".join([
-        f"Borji & Iranmanesh error diagnosis ({p.variant}, duplicates {p.duplicates}; background IoU <= "
+        f"Borji & Iranmanesh error diagnosis ({p.variant}, duplicates {p.duplicates}{masks}; background IoU <= "
         f"{p.background_threshold:g}, foreground IoU >= {p.foreground_threshold:g}): AP in percent",
         table(stages), "", "errors by object size: count (share of the size's errors)", table(by_size)])

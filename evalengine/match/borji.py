@@ -30,6 +30,14 @@ cell: targets in file order, each scanning the free boxes in score order; a box 
 more, at >= ``t_fg``, takes that one and the scan goes on; else a box at >= ``t_fg`` takes this target and the scan
 stops). No detection cap applies to the steps (the notebook has none); the stages are evaluated with the COCO
 protocol's cap. IoU is pycocotools' (clamped at 0; the notebook's unclamped intersection is a bug, spec §1.1).
+
+The COCO protocol's ``iou_type`` is the similarity of every step and stage (:data:`evalengine.match.coco.SIMILARITY`):
+``bbox``, ``segm`` (``maskUtils.iou``; crowd: intersection over the detection's mask area) or ``boundary``. The
+kernels read similarity blocks: each group's detections against its ground truths, and its ground truths against
+each other (what a detection moved onto a target, in S3, is compared by). A detection moved onto a target (S2, S3b,
+S4) or added for a miss takes the target's shape — its box, and its mask — and the area a result of that shape has
+(pycocotools ``loadRes``): the box's w·h for boxes, the mask's area (``maskUtils.area``, not the ground truth's
+``area`` field) for masks; the other detections keep theirs.
 """
 
 from dataclasses import dataclass, field
@@ -41,14 +49,16 @@ import polars as pl
 
 from evalengine import schema
 from evalengine.errors import ProtocolError, check_option
-from evalengine.geometry.box_iou import coco_box_iou
 from evalengine.geometry.boxes import xywh
-from evalengine.match.coco import CocoProtocol, match_shard, prepare_gt
-from evalengine.match.groups import merge_groups
+from evalengine.io import rle
+from evalengine.match.coco import SIMILARITY, CocoProtocol, match_shard, prepare_gt
+from evalengine.match.groups import block_chunks, merge_groups
 from evalengine.match.protocol import Protocol, column_array, unit_thresholds
+from evalengine.match.shapes import SHAPE_COLUMNS, places, shape_tables, sources, with_shapes
 
 VARIANTS = ("borji_ref", "paper")
 DUPLICATES = ("coco", "gt_major")
+IOU_TYPES = ("bbox", "segm", "boundary")
 # stage codes are positions here; S3b (snap only) comes last so that S0..S4 keep the paper's numbers
 STAGES = ("S0", "S1_cls", "S2_loc", "S3_dup", "S4_miss", "S3b_snap_only")
 DT_LABELS = ("tp", "cls_bg", "loc", "dup", "ignored")
@@ -60,7 +70,8 @@ MATCHED, MISS, GT_IGNORED = range(3)
 @dataclass(frozen=True)
 class BorjiProtocol(Protocol):
     """The diagnosis' thresholds (``background_threshold`` t_bg, ``foreground_threshold`` t_fg), its ``variant``
-    and ``duplicates`` matching, and the COCO protocol each stage is evaluated with (by category, boxes)."""
+    and ``duplicates`` matching, and the COCO protocol each stage is evaluated with (by category; its ``iou_type``:
+    boxes, masks or mask boundaries, :data:`IOU_TYPES`, is the diagnosis' similarity)."""
 
     variant: str = "borji_ref"
     duplicates: str = "coco"
@@ -80,6 +91,11 @@ class BorjiProtocol(Protocol):
                                 f"{self.foreground_threshold}")
         if not isinstance(self.coco, CocoProtocol) or not self.coco.use_cats:
             raise ProtocolError("coco: the diagnosis is per category (a CocoProtocol with use_cats on is needed)")
+        check_option("iou_type", self.coco.iou_type, IOU_TYPES)
+
+    @property
+    def iou_type(self) -> str:
+        return self.coco.iou_type
 
     def match_params(self) -> dict:
         return {"name": self.name, "variant": self.variant, "duplicates": self.duplicates,
@@ -91,32 +107,52 @@ class BorjiProtocol(Protocol):
 
     def shard_inputs(self, layout, run: str) -> tuple:
         """The run's detection and ground-truth shards; the first id of the added misses (above every detection's:
-        a miss sorts after a detection of equal score, as the notebook appends them)."""
+        a miss sorts after a detection of equal score, as the notebook appends them); the masks apart, for masks."""
         layout.check_run(run)
         paths = layout.paths
         runs = layout.read("runs").filter(pl.col("run") == run)
-        context = {"category_ids": layout.category_ids(), "miss_id_base": int(runs.get_column("n_detections")[0]) + 1}
+        context = {"category_ids": layout.category_ids(), "miss_id_base": int(runs.get_column("n_detections")[0]) + 1,
+                   "sources": sources(layout, run)}
         inputs = [{"gt": str(paths.gt_shard(k)), "dt": str(paths.dt_shard(run, k))} for k in range(layout.n_shards)]
+        stored = shape_tables(layout, run, self.iou_type, inputs[0]) if inputs and self.iou_type != "bbox" else []
+        inputs = [{**files, **{f"{side}_shapes": files[side] for side in stored}} for files in inputs]
         return inputs, context
 
+    def input_columns(self) -> dict:
+        """The iou type's shape columns, read apart (none for boxes)."""
+        shapes = SHAPE_COLUMNS[self.iou_type]
+        return {"gt_shapes": list(shapes["gt"]), "dt_shapes": list(shapes["dt"])}
+
     def match_shard(self, tables: dict, context: dict) -> dict:
-        return dict(zip(self.sides, borji_shard(tables["gt"], tables["dt"], context, self)))
+        shapes = SHAPE_COLUMNS[self.iou_type]
+        gt = with_shapes(tables["gt"], tables.get("gt_shapes"), shapes["gt"])
+        dt = with_shapes(tables["dt"], tables.get("dt_shapes"), shapes["dt"])
+        return dict(zip(self.sides, borji_shard(gt, dt, context, self)))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _iou(a, b, crowd):
-    return coco_box_iou(a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], crowd)
+def _iou(blocks, k, d, g, group, snap):
+    """The similarity of detection ``d`` and ground truth ``g`` of group ``k`` (``group``: its ``(g0, ng, d0)``):
+    of the detection's own shape, or, when ``snap`` is given and it was moved onto target ``snap[d]`` in S2, of
+    that target's shape. ``blocks``: ``(values, offsets, own_values, own_offsets, lo)``, the group range's blocks
+    against the detections and among the ground truths."""
+    g0, ng, d0 = group
+    values, offsets, own, own_offsets, lo = blocks
+    if snap is not None and snap[d] >= 0:
+        return own[own_offsets[k - lo] + (snap[d] - g0) * ng + g - g0]
+    return values[offsets[k - lo] + (d - d0) * ng + g - g0]
 
 
 @numba.njit(cache=True, nogil=True)
-def _steps_1_2(d, g0, ng, dt_box, gt_box, gt_crowd, notebook, t_bg, t_fg, claimed, out):
+def _steps_1_2(blocks, k, d, group, gt_crowd, notebook, t_bg, t_fg, claimed, out):
     """Type I, mislocalised (with its snap target) or ignored, for detection ``d`` (see the module's docstring);
     ``region[d]``: the crowd region it lies on (crowd IoU >= ``t_fg``, the first of largest), else −1."""
     label, target, iou_max, snap, region = out
+    g0, ng = group[0], group[1]
     best, at, ioa = 0.0, -1, -1.0
     free, free_at, held, held_at = 0.0, -1, 0.0, -1
     for g in range(g0, g0 + ng):
-        value = _iou(dt_box[d], gt_box[g], gt_crowd[g])
+        value = _iou(blocks, k, d, g, group, None)
         if gt_crowd[g]:
             if value > ioa:
                 ioa, region[d] = value, g
@@ -145,8 +181,9 @@ def _steps_1_2(d, g0, ng, dt_box, gt_box, gt_crowd, notebook, t_bg, t_fg, claime
 
 
 @numba.njit(cache=True, nogil=True)
-def _match_by_score(g0, ng, d0, nd, box, gt_box, gt_crowd, label, t_fg, match, gt_match):
-    """pycocotools' greedy matching at ``t_fg`` of the group's remaining boxes, non-crowd targets only."""
+def _match_by_score(blocks, k, group, nd, snap, gt_crowd, label, t_fg, match, gt_match):
+    """pycocotools' greedy matching at ``t_fg`` of the group's remaining shapes, non-crowd targets only."""
+    g0, ng, d0 = group
     for d in range(d0, d0 + nd):
         if label[d] == CLS_BG or label[d] == IGNORED:
             continue
@@ -154,7 +191,7 @@ def _match_by_score(g0, ng, d0, nd, box, gt_box, gt_crowd, label, t_fg, match, g
         for g in range(g0, g0 + ng):
             if gt_crowd[g] or gt_match[g] >= 0:
                 continue
-            value = _iou(box[d], gt_box[g], False)
+            value = _iou(blocks, k, d, g, group, snap)
             if value < best:
                 continue
             best, m = value, g
@@ -163,20 +200,21 @@ def _match_by_score(g0, ng, d0, nd, box, gt_box, gt_crowd, label, t_fg, match, g
 
 
 @numba.njit(cache=True, nogil=True)
-def _match_gt_major(g0, ng, d0, nd, box, gt_box, gt_crowd, label, t_fg, match, gt_match):
+def _match_gt_major(blocks, k, group, nd, snap, gt_crowd, label, t_fg, match, gt_match):
     """The notebook's duplicates cell (see the module's docstring)."""
+    g0, ng, d0 = group
     for g in range(g0, g0 + ng):
         if gt_crowd[g] or gt_match[g] >= 0:
             continue
         for d in range(d0, d0 + nd):
             if label[d] == CLS_BG or label[d] == IGNORED or match[d] >= 0:
                 continue
-            own = _iou(box[d], gt_box[g], False)
+            own = _iou(blocks, k, d, g, group, snap)
             best, other = own, -1
             for o in range(g0, g0 + ng):
                 if o == g or gt_crowd[o] or gt_match[o] >= 0:
                     continue
-                value = _iou(box[d], gt_box[o], False)
+                value = _iou(blocks, k, d, o, group, snap)
                 if value > best and value >= t_fg:
                     best, other = value, o
             if other >= 0:
@@ -187,36 +225,60 @@ def _match_gt_major(g0, ng, d0, nd, box, gt_box, gt_crowd, label, t_fg, match, g
 
 
 @numba.njit(cache=True, nogil=True)
-def diagnose_groups(groups, dt_box, gt_box, gt_crowd, notebook, gt_major, t_bg, t_fg):
-    """Every group's labels: ``(label, target, iou_max, snap, match, gt_match)`` — the detection's label code, its
-    target row (matched, snap or largest-IoU target; the crowd region of an ignored one; −1), IoU_max over the
-    targets, its S2 snap target row, its S3 partner row; each ground truth's S3 partner row (−1: none)."""
-    n_dt, n_gt = dt_box.shape[0], gt_box.shape[0]
-    label = np.full(n_dt, TP, np.int8)
-    target, snap, match = np.full(n_dt, -1, np.int64), np.full(n_dt, -1, np.int64), np.full(n_dt, -1, np.int64)
-    region = np.full(n_dt, -1, np.int64)
-    iou_max = np.zeros(n_dt)
-    gt_match = np.full(n_gt, -1, np.int64)
-    claimed = np.zeros(n_gt, np.bool_)
-    box = dt_box.copy()  # each detection's box after S2
-    for k in range(groups.shape[0]):
-        g0, ng, d0, nd = groups[k, 0], groups[k, 1], groups[k, 2], groups[k, 3]
-        for d in range(d0, d0 + nd):
-            _steps_1_2(d, g0, ng, dt_box, gt_box, gt_crowd, notebook, t_bg, t_fg, claimed,
+def diagnose_groups(groups, lo, hi, blocks, gt_crowd, notebook, gt_major, t_bg, t_fg, state):
+    """The labels of groups ``[lo, hi)`` (``blocks``: :func:`_iou`'s), written into ``state = (label, target, iou_max,
+    snap, match, gt_match, region, claimed)`` (:func:`_state`): the detection's label code, its target row (matched,
+    snap or largest-IoU target; the crowd region of an ignored one; −1), IoU_max over the targets, its S2 snap target
+    row, its S3 partner row; each ground truth's S3 partner row (−1: none)."""
+    label, target, iou_max, snap, match, gt_match, region, claimed = state
+    gt_start, gt_len, dt_start, dt_len = groups
+    for k in range(lo, hi):
+        group, nd = (gt_start[k], gt_len[k], dt_start[k]), dt_len[k]
+        for d in range(dt_start[k], dt_start[k] + nd):
+            _steps_1_2(blocks, k, d, group, gt_crowd, notebook, t_bg, t_fg, claimed,
                        (label, target, iou_max, snap, region))
-            if snap[d] >= 0:
-                box[d] = gt_box[snap[d]]
         if gt_major:
-            _match_gt_major(g0, ng, d0, nd, box, gt_box, gt_crowd, label, t_fg, match, gt_match)
+            _match_gt_major(blocks, k, group, nd, snap, gt_crowd, label, t_fg, match, gt_match)
         else:
-            _match_by_score(g0, ng, d0, nd, box, gt_box, gt_crowd, label, t_fg, match, gt_match)
-        for d in range(d0, d0 + nd):
+            _match_by_score(blocks, k, group, nd, snap, gt_crowd, label, t_fg, match, gt_match)
+        for d in range(dt_start[k], dt_start[k] + nd):
             if label[d] == TP and match[d] >= 0:
                 target[d] = match[d]
             elif label[d] == TP and region[d] >= 0:  # unmatched on a crowd region: COCO ignores it
                 label[d], target[d] = IGNORED, region[d]
             elif label[d] == TP:
                 label[d] = DUP
+
+
+def _state(n_dt: int, n_gt: int) -> tuple:
+    """:func:`diagnose_groups`' arrays, before any group."""
+    rows = tuple(np.full(n_dt, -1, np.int64) for _ in range(4))  # target, snap, match, region
+    return (np.full(n_dt, TP, np.int8), rows[0], np.zeros(n_dt), rows[1], rows[2], np.full(n_gt, -1, np.int64),
+            rows[3], np.zeros(n_gt, np.bool_))
+
+
+def diagnose(targets: pl.DataFrame, dt: pl.DataFrame, protocol: BorjiProtocol, where: dict) -> tuple:
+    """``(label, target, iou_max, snap, match, gt_match)`` of a shard's targets (:func:`prepare_gt`) and detections
+    (by category, image, −score, file order): the similarity blocks of the protocol's iou type, in chunks of bounded
+    size, read by :func:`diagnose_groups`."""
+    groups = merge_groups(column_array(targets, "category_id"), column_array(targets, "image_id"),
+                          column_array(dt, "category_id"), column_array(dt, "image_id"), True)
+    groups = tuple(np.ascontiguousarray(groups[:, i]) for i in range(4))
+    crowd = column_array(targets, "iscrowd", np.bool_)
+    similarity = SIMILARITY[protocol.iou_type]
+    against_dt = similarity(targets, dt, crowd, groups, protocol.coco, where)
+    # the targets of a group with detections among themselves (non-crowd: S3 tests only regular targets)
+    own_len = np.where(groups[3] > 0, groups[1], 0)
+    own_groups = (groups[0], own_len, groups[0], own_len)
+    among_gt = similarity(targets, targets, np.zeros_like(crowd), own_groups, protocol.coco,
+                          {"gt": where["gt"], "dt": where["gt"]})
+    state = _state(dt.height, targets.height)
+    for lo, hi in block_chunks(groups[1], groups[3] + own_len):
+        blocks = (*against_dt(lo, hi), *among_gt(lo, hi), lo)
+        diagnose_groups(groups, lo, hi, blocks, crowd, protocol.variant == "borji_ref",
+                        protocol.duplicates == "gt_major", protocol.background_threshold,
+                        protocol.foreground_threshold, state)
+    label, target, iou_max, snap, match, gt_match = state[:6]
     return label, target, iou_max, snap, match, gt_match
 
 
@@ -225,26 +287,16 @@ def _ids(ids: np.ndarray, rows: np.ndarray) -> pl.Series:
     return pl.Series(ids[np.maximum(rows, 0)] if len(ids) else rows).set(pl.Series(rows < 0), None)
 
 
-def _boxes(frame: pl.DataFrame, boxes: np.ndarray) -> pl.DataFrame:
-    """``frame`` with these boxes, and their area ``w·h`` (pycocotools ``loadRes``)."""
-    return frame.with_columns(**{c: pl.Series(boxes[:, i]) for i, c in enumerate("xywh")},
-                              area=pl.Series(boxes[:, 2] * boxes[:, 3]))
-
-
 def borji_shard(gt: pl.DataFrame, dt: pl.DataFrame, context: dict, protocol: BorjiProtocol) -> tuple:
     """``(dt labels, gt labels, stage dt matches, stage gt matches)`` of one shard (schemas in :mod:`evalengine.schema`:
     ``BORJI_DT``, ``BORJI_GT``; the stage tables are COCO match tables with a ``stage`` code first)."""
     category_ids = context["category_ids"]
+    where = places(context)
     targets = prepare_gt(gt, category_ids)  # (category, image, file order)
     dt = dt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode())).sort(
         [pl.col("category_id"), pl.col("image_id"), pl.col("score") + 0.0, pl.col("det_id")],
         descending=[False, False, True, False])
-    groups = merge_groups(column_array(targets, "category_id"), column_array(targets, "image_id"),
-                          column_array(dt, "category_id"), column_array(dt, "image_id"), True)
-    gt_box, dt_box, crowd = xywh(targets), xywh(dt), column_array(targets, "iscrowd", np.bool_)
-    label, target, iou_max, snap, match, gt_match = diagnose_groups(
-        groups, dt_box, gt_box, crowd, protocol.variant == "borji_ref", protocol.duplicates == "gt_major",
-        protocol.background_threshold, protocol.foreground_threshold)
+    label, target, iou_max, snap, match, gt_match = diagnose(targets, dt, protocol, where)
     gt_ids, gt_area = column_array(targets, "gt_id"), column_array(targets, "area", np.float64)
     own_area = np.isin(label, (CLS_BG, IGNORED)) | (target < 0)  # size attribution (spec §3.4.5)
     safe = np.maximum(target, 0)
@@ -256,6 +308,7 @@ def borji_shard(gt: pl.DataFrame, dt: pl.DataFrame, context: dict, protocol: Bor
         "iou_max": iou_max,
         "area": np.where(own_area, column_array(dt, "area", np.float64), gt_area[safe] if targets.height else 0.0),
     }, schema=schema.BORJI_DT)
+    crowd = column_array(targets, "iscrowd", np.bool_)
     gt_label = np.where(crowd, GT_IGNORED, np.where(gt_match >= 0, MATCHED, MISS)).astype(np.int8)
     gt_rows = pl.DataFrame({
         **{c: targets.get_column(c) for c in ("image_id", "category_id", "gt_id", "area")},
@@ -263,26 +316,46 @@ def borji_shard(gt: pl.DataFrame, dt: pl.DataFrame, context: dict, protocol: Bor
         "matched_det_id": _ids(column_array(dt, "det_id"), gt_match),
     }, schema=schema.BORJI_GT)
     stage_dt, stage_gt = [], []
-    for code, stage in enumerate(_stages(dt, dt_box, gt_box, targets, label, snap, match, gt_label,
-                                         context["miss_id_base"])):
-        matched_dt, matched_gt = match_shard(gt, stage, category_ids, protocol.coco)
+    stages = _stages(dt, targets, _target_shapes(targets, protocol.iou_type), label, snap, match, gt_label,
+                     context["miss_id_base"])
+    for code, stage in enumerate(stages):
+        matched_dt, matched_gt = match_shard(gt, stage, category_ids, protocol.coco, where)
         stage_dt.append(matched_dt.select(pl.lit(code, pl.Int8).alias("stage"), pl.all()))
         stage_gt.append(matched_gt.select(pl.lit(code, pl.Int8).alias("stage"), pl.all()))
     return dt_rows, gt_rows, pl.concat(stage_dt), pl.concat(stage_gt)
 
 
-def _stages(dt, dt_box, gt_box, targets, label, snap, match, gt_label, miss_id_base) -> list:
-    """The detection set of each stage, in :data:`STAGES` order (columns of the ``dt`` table)."""
-    dt = dt.select(schema.DT.keys())
-    box_2 = np.where((snap >= 0)[:, None], gt_box[np.maximum(snap, 0)] if len(gt_box) else dt_box, dt_box)
-    box_3 = np.where((match >= 0)[:, None], gt_box[np.maximum(match, 0)] if len(gt_box) else dt_box, box_2)
+def _target_shapes(targets: pl.DataFrame, iou_type: str) -> pl.DataFrame:
+    """What a detection moved onto each target (or added for it) takes: the target's box and mask, and the area
+    pycocotools ``loadRes`` gives a result of that shape — the box's w·h, or the mask's area for masks."""
+    columns = ["x", "y", "w", "h", *SHAPE_COLUMNS[iou_type]["dt"]]
+    if iou_type == "bbox":
+        box = xywh(targets)
+        return targets.select(columns).with_columns(area=pl.Series(box[:, 2] * box[:, 3], dtype=pl.Float64))
+    counts, offsets = rle.decode_strings(targets.get_column("mask_rle").to_arrow())
+    return targets.select(columns).with_columns(area=pl.Series(rle.area(counts, offsets), dtype=pl.Float64))
+
+
+def _moved(dt: pl.DataFrame, onto: np.ndarray, shapes: pl.DataFrame) -> pl.DataFrame:
+    """``dt`` with every row where ``onto >= 0`` given the shape of target row ``onto`` (:func:`_target_shapes`)."""
+    moved = onto >= 0
+    if not moved.any():
+        return dt
+    taken, flag = shapes[np.maximum(onto, 0)], pl.Series(moved)
+    return dt.with_columns(pl.when(flag).then(taken.get_column(c)).otherwise(pl.col(c)).alias(c)
+                           for c in shapes.columns)
+
+
+def _stages(dt, targets, shapes, label, snap, match, gt_label, miss_id_base) -> list:
+    """The detection set of each stage, in :data:`STAGES` order (columns of the ``dt`` table and the masks')."""
+    dt = dt.select(*schema.DT, *[c for c in shapes.columns if c not in schema.DT])
     kept_1 = pl.Series(label != CLS_BG)
     kept_3 = pl.Series((label == IGNORED) | (match >= 0))
     matched = pl.Series(match >= 0)
-    missed = targets.filter(pl.Series(gt_label == MISS))
-    misses = _boxes(missed.select(
-        (pl.col("gt_order") + miss_id_base).alias("det_id"), "image_id", "category_id", pl.lit(1.0).alias("score"),
-        "x", "y", "w", "h"), xywh(missed)).cast(schema.DT)
-    moved, snapped = _boxes(dt, box_2), _boxes(dt, box_3)
+    misses = pl.concat([targets.select((pl.col("gt_order") + miss_id_base).alias("det_id"), "image_id", "category_id",
+                                       pl.lit(1.0).alias("score")), shapes], how="horizontal")
+    misses = misses.filter(pl.Series(gt_label == MISS)).select(dt.columns).cast(dt.schema)
+    moved = _moved(dt, snap, shapes)
+    snapped = _moved(moved, match, shapes)
     return [dt, dt.filter(kept_1), moved.filter(kept_1), moved.filter(kept_3),
             pl.concat([snapped.filter(matched), misses]), snapped.filter(kept_3)]

@@ -6,9 +6,12 @@ import json
 import pytest
 
 from evalengine import api
+from tests.conftest import DATA
 from tests.conftest import SAMPLE_DT as DT
 from tests.conftest import SAMPLE_GT as GT
 from tests.helpers import run_cli as _run
+
+SEGM_DT = DATA / "cocoapi_fakesegm100_dt.json"
 
 
 def test_text_is_table_three_and_the_sizes(capsys):
@@ -29,8 +32,9 @@ def test_json_object(capsys, tmp_path):
     status, out, _ = _run(capsys, "diagnose", "--gt", GT, "--dt", DT, "--variant", "paper", "--json")
     got = json.loads(out)
     assert status == 0
-    assert list(got) == ["variant", "duplicates", "background_threshold", "foreground_threshold", "stages",
+    assert list(got) == ["variant", "duplicates", "background_threshold", "foreground_threshold", "iou_type", "stages",
                          "stage_names", "summary", "errors", "labels"]
+    assert got["iou_type"] == "bbox"
     assert got["stages"] == ["S0", "S1_cls", "S2_loc", "S3_dup", "S4_miss", "S3b_snap_only"]
     assert list(got["summary"]["S0"]) == ["AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", "AR10", "AR100", "ARs",
                                           "ARm", "ARl"]
@@ -46,6 +50,22 @@ def test_json_object(capsys, tmp_path):
     assert got == api.borji(store, variant="paper").as_dict()
 
 
+def test_masks(capsys, tmp_path):
+    """``--iou-type segm`` on the cocoapi fake segm results: the header says so, S0 is pycocotools' segm evaluation
+    of the file, the JSON equals the API's on a store."""
+    status, out, err = _run(capsys, "diagnose", "--gt", GT, "--dt", SEGM_DT, "--iou-type", "segm")
+    assert status == 0 and err == ""
+    assert out.splitlines()[0] == ("Borji & Iranmanesh error diagnosis (borji_ref, duplicates coco, iou type segm; "
+                                   "background IoU <= 0.1, foreground IoU >= 0.5): AP in percent")
+    status, out, _ = _run(capsys, "diagnose", "--gt", GT, "--dt", SEGM_DT, "--iou-type", "segm", "--json")
+    got = json.loads(out)
+    stats = json.loads((DATA / "cocoapi_fakesegm100_expected.json").read_text())["runs"]["default"]["stats"]
+    assert status == 0 and got["iou_type"] == "segm"
+    assert got["summary"]["S0"] == pytest.approx(stats, abs=1e-12)
+    store = api.ingest_coco(GT, SEGM_DT, tmp_path / "store")
+    assert got == api.borji(store, iou_type="segm").as_dict()
+
+
 @pytest.mark.parametrize("argv, message", [
     (["diagnose"], "evalengine: error: diagnose: give a STORE, or --gt and --dt (not both)"),
     (["diagnose", "--dt", DT], "evalengine: error: diagnose: give a STORE, or --gt and --dt (not both)"),
@@ -56,6 +76,10 @@ def test_json_object(capsys, tmp_path):
     (["diagnose", "--gt", GT, "--dt", DT, "--background-threshold", "0.7"],
      "evalengine: error: background_threshold 0.7 is above foreground_threshold 0.5"),
     (["diagnose", "--gt", GT.parent / "missing.json", "--dt", DT], "evalengine: error: "),
+    (["diagnose", "--gt", GT, "--dt", DT, "--iou-type", "keypoints"],
+     "evalengine: error: diagnose: argument --iou-type: invalid choice: 'keypoints'"),
+    (["diagnose", "--gt", GT, "--dt", DT, "--iou-type", "segm"],
+     f"evalengine: error: {DT}: run 'default' has no masks ('segmentation'), which iou_type 'segm' needs"),
 ])
 def test_one_line_errors(capsys, argv, message):
     status, out, err = _run(capsys, *argv)

@@ -19,9 +19,9 @@ from tests.generators import random_coco
 from tests.helpers import write_inputs
 from tests.metrics.borji_reference import STAGES, diagnose, evaluate
 
-def compare(diagnosis, gt: dict, dt: list, variant: str, duplicates: str) -> dict:
+def compare(diagnosis, gt: dict, dt: list, variant: str, duplicates: str, iou_type: str = "bbox") -> dict:
     """Assert the engine equals the reference; return the engine's ``{stage: {metric: value}}``."""
-    det_labels, gt_labels, stages = diagnose(gt, dt, variant, duplicates)
+    det_labels, gt_labels, stages = diagnose(gt, dt, variant, duplicates, iou_type=iou_type)
     rows = diagnosis.detections().collect()
     assert {r["det_id"]: (r["label"], r["target_gt_id"], r["matched_gt_id"]) for r in rows.iter_rows(named=True)} \
         == det_labels
@@ -31,7 +31,7 @@ def compare(diagnosis, gt: dict, dt: list, variant: str, duplicates: str) -> dic
     got = {stage: dict(summary.filter(pl.col("stage") == stage).select("metric", "value").iter_rows())
            for stage in STAGES}
     for stage in STAGES:
-        assert list(got[stage].values()) == pytest.approx(evaluate(gt, stages[stage]), abs=1e-12), stage
+        assert list(got[stage].values()) == pytest.approx(evaluate(gt, stages[stage], iou_type), abs=1e-12), stage
     return got
 
 

@@ -8,6 +8,7 @@ from evalengine import api
 from tests.conftest import PACKAGE_DATA
 from tests.generators import random_coco
 from tests.helpers import write_inputs
+from tests.shape_generators import random_masks
 
 
 def _check(store, diagnosis, protocol: str) -> None:
@@ -39,6 +40,19 @@ def test_borji_views_on_random_data_with_crowd(tmp_path):
     gt, dt = random_coco(3)
     store = api.ingest_coco(*write_inputs(tmp_path, gt, dt), tmp_path / "s", n_shards=2)
     _check(store, api.borji(store, duplicates="gt_major"), api.BorjiProtocol(duplicates="gt_major").match_key())
+
+
+def test_borji_views_on_masks(tmp_path):
+    """A store with the box and the mask (segm, boundary) diagnoses of one run: each protocol's views equal its Python
+    tables, and ``borji_stage_protocols`` says what each compared."""
+    gt, dt = random_masks(5)
+    store = api.ingest_coco(*write_inputs(tmp_path, gt, dt), tmp_path / "s", n_shards=2)
+    for iou_type in ("bbox", "segm", "boundary"):
+        diagnosis = api.borji(store, variant="paper", iou_type=iou_type)
+        _check(store, diagnosis, diagnosis.protocol.match_key())
+        _check_stage_ap(store, diagnosis)
+    kinds = store.sql("SELECT DISTINCT iou_type FROM borji_stage_protocols ORDER BY ALL").get_column("iou_type")
+    assert kinds.to_list() == ["bbox", "boundary", "segm"]
 
 
 def _check_stage_ap(store, diagnosis) -> None:
