@@ -49,7 +49,7 @@ def _rss_bytes(pid: int) -> int:
 
 def run_child(argv: list, max_rss: float) -> dict:
     """Run ``argv`` in a child process and return the JSON object its last stdout line prints, with its wall time and
-    peak RSS (from wait4, KiB on Linux); ``{"error": …}`` when the child failed or passed ``max_rss`` (it is killed)."""
+    peak RSS (from wait4, KiB on Linux); with ``"error"`` when the child failed or passed ``max_rss`` (it is killed)."""
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     killed, reaped = threading.Event(), threading.Event()
@@ -64,15 +64,14 @@ def run_child(argv: list, max_rss: float) -> dict:
     out, err = proc.stdout.read(), proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     reaped.set()
-    wall = time.perf_counter() - started
+    figures = {"wall_seconds": time.perf_counter() - started, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+               "peak_rss_mib": usage.ru_maxrss / 1024}  # a failed run's too: how far it got
     if killed.is_set():
-        return {"error": f"stopped: RSS above {max_rss / 2**30:.0f} GiB"}
+        return {"error": f"stopped: RSS above {max_rss / 2**30:.0f} GiB", **figures}
     if os.waitstatus_to_exitcode(status):
         text = err.decode().strip()
-        return {"error": text.splitlines()[-1] if text else f"exit status {status}"}
-    result = json.loads(out.decode().strip().splitlines()[-1])
-    result.update(wall_seconds=wall, cpu_seconds=usage.ru_utime + usage.ru_stime, peak_rss_mib=usage.ru_maxrss / 1024)
-    return result
+        return {"error": text.splitlines()[-1] if text else f"exit status {status}", **figures}
+    return {**json.loads(out.decode().strip().splitlines()[-1]), **figures}
 
 
 def run(tool: str, gt: Path, dt: Path, max_rss: float, iou_type: str = "bbox") -> dict:
@@ -181,7 +180,7 @@ def write_table(rows: list, title: str, repeat: int, out: Path, extra: dict) -> 
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['tool']} | – | – | – | – | – | – | {r['error']} |")
+            lines.append(failed_row(r))
             continue
         ratio = r["wall_seconds"] / ours["wall_seconds"] if ours else float("nan")
         cpu_ratio = r["cpu_seconds"] / ours["cpu_seconds"] if ours else float("nan")
@@ -193,6 +192,13 @@ def write_table(rows: list, title: str, repeat: int, out: Path, extra: dict) -> 
     print(table)
     out.with_suffix(".md").write_text(table + "\n")
     out.with_suffix(".json").write_text(json.dumps({**extra, "results": rows}, indent=2))
+
+
+def failed_row(r: dict) -> str:
+    """The table row of a failed run: its figures up to the failure (none where it never ran) and its error."""
+    got = (f"{r['wall_seconds']:.2f} | – | {r['cpu_seconds']:.2f} | {r['peak_rss_mib']:.0f}" if "wall_seconds" in r
+           else "– | – | – | –")
+    return f"| {r['tool']} | {got} | – | – | failed: {r['error']} |"
 
 
 def _summary(runs: list) -> dict:

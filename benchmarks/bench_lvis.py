@@ -32,7 +32,7 @@ import polars as pl
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from bench_coco import run_child  # noqa: E402
+from bench_coco import compile_bytecode, failed_row, run_child  # noqa: E402
 from generate import generate, write  # noqa: E402
 
 TOOLS = ("evalengine", "evalengine-store", "lvis-api", "hotcoco")
@@ -112,6 +112,7 @@ def child(tool: str, gt: str, dt: str) -> None:
 
 
 def _prepare(data: Path, images: int, dets_per_image: int, store: bool) -> None:
+    compile_bytecode()
     if not (data / "dt.json").is_file():
         write(data, *lvis_generate(images, dets_per_image))
     if store and not (data / "store" / "manifest.json").is_file():
@@ -164,7 +165,7 @@ def main(argv=None):
              "| same 13 results (≤1e-12) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['tool']} | – | – | – | – | – | – | {r['error']} |")
+            lines.append(failed_row(r))
             continue
         same = "–" if not ours else str(r["stats"].keys() == ours["stats"].keys() and max(
             abs(r["stats"][k] - v) for k, v in ours["stats"].items()) <= 1e-12)

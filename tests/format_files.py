@@ -55,6 +55,22 @@ def scene(seed: int) -> dict:
     return {"images": images, "objects": objects, "predictions": predictions, "rng": rng}
 
 
+def with_segments(sc: dict) -> dict:
+    """``sc`` with YOLO segment labels (``segments``: object index → normalised ``[x1, y1, …]``, 3 to 7 points inside
+    its box) for the objects of about half of the images (a file holds boxes or segments, never both)."""
+    rng = sc["rng"]
+    segmented = {stem for stem, _, _ in sc["images"] if rng.random() < 0.5}
+    segments = {}
+    for i, o in enumerate(sc["objects"]):
+        if o[0] in segmented:
+            cx, cy, w, h = o[2:6]
+            n = int(rng.integers(3, 8))
+            xs = np.clip(rng.uniform(cx - w / 2, cx + w / 2, n), 0.0, 1.0)
+            ys = np.clip(rng.uniform(cy - h / 2, cy + h / 2, n), 0.0, 1.0)
+            segments[i] = [float(v) for xy in zip(xs, ys) for v in xy]
+    return {**sc, "segments": segments}
+
+
 def image_ids(stems) -> dict:
     """The image id of each stem: ``int(stem)`` when all are distinct integers, else the 1-based sorted position."""
     stems = sorted(stems)
@@ -88,8 +104,10 @@ def write_yolo(root: Path, sc: dict, names: str = "yaml", sizes: str = "folder")
     folder of PNGs or a CSV table; predictions ``pred/labels/<stem>.txt`` with conf."""
     rng = sc["rng"]
     (root / "labels").mkdir(parents=True)
+    segments = sc.get("segments", {})
     for stem, _, _ in sc["images"]:
-        lines = [" ".join(map(repr, (o[1], *o[2:6]))) for o in sc["objects"] if o[0] == stem]
+        lines = [" ".join(map(repr, (o[1], *segments.get(i, o[2:6])))) for i, o in enumerate(sc["objects"])
+                 if o[0] == stem]
         if lines or rng.random() < 0.5:
             (root / "labels" / f"{stem}.txt").write_text("\n".join(lines) + ("\n" if rng.random() < 0.5 else ""))
     if names == "yaml":
@@ -123,11 +141,23 @@ def coco_of_yolo(sc: dict, sizes: str = "folder") -> tuple:
     suffix = ".png" if sizes == "folder" else ".jpg"
     images = coco_images(sc, {s: s + suffix for s in size})
     annotations = []
+    segments = sc.get("segments", {})
     for stem in sorted(size):
-        for o in (o for o in sc["objects"] if o[0] == stem):
-            box = _coco_box(xywhn2xyxy(o[2:6], *size[stem]))
-            annotations.append({"id": len(annotations) + 1, "image_id": ids[stem], "category_id": o[1] + 1,
-                                "bbox": box, "area": box[2] * box[3], "iscrowd": 0})
+        for i, o in ((i, o) for i, o in enumerate(sc["objects"]) if o[0] == stem):
+            ann = {"id": len(annotations) + 1, "image_id": ids[stem], "category_id": o[1] + 1, "iscrowd": 0}
+            if i in segments:  # the pixel polygon, its extent and its mask's area
+                w, h = size[stem]
+                points = [float(v) * (w if k % 2 == 0 else h) for k, v in enumerate(segments[i])]
+                xs, ys = points[0::2], points[1::2]
+                rle = mask_utils.frPyObjects([points], h, w)
+                ann.update(bbox=[min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)], segmentation=[points],
+                           area=float(mask_utils.area(mask_utils.merge(rle))))
+            else:
+                ann["bbox"] = x, y, bw, bh = _coco_box(xywhn2xyxy(o[2:6], *size[stem]))
+                ann["area"] = bw * bh
+                if segments:  # a box's mask is its rectangle, as loadRes makes it
+                    ann["segmentation"] = [[x, y, x, y + bh, x + bw, y + bh, x + bw, y]]
+            annotations.append(ann)
     results = [{"image_id": ids[p[0]], "category_id": p[1] + 1, "bbox": _coco_box(xywhn2xyxy(p[2:6], *size[p[0]])),
                 "score": p[6]} for stem in sorted(size) for p in sc["predictions"] if p[0] == stem]
     categories = [{"id": k + 1, "name": n} for k, n in enumerate(NAMES)]

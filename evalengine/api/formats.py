@@ -13,6 +13,7 @@ from evalengine.api.voc import evaluate_store_voc
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.errors import InputError
 from evalengine.evaluation.export import EXPORT_FORMATS, exported
+from evalengine.evaluation.run import MatchedRun
 from evalengine.io import formats
 from evalengine.io.coco import CocoDataset
 from evalengine.io.formats import DT_FORMATS, GT_FORMATS, NORMALISED
@@ -103,16 +104,18 @@ def evaluate_formats(gt, dt, protocol=None, gt_format: str | None = None, dt_for
 
 
 def export(store, out, fmt: str = "coco-results", run: str = DEFAULT_RUN, iou_threshold: float = 0.5,
-           max_dets: int | None = None, protocol: CocoProtocol | None = None, **schedule) -> Path:
-    """Write a run's COCO match table per object (:mod:`evalengine.evaluation.export`: ``coco-results`` or
-    ``fiftyone``) to ``out`` (``.parquet``, ``.jsonl``, or ``.json``: one JSON list), matching the run first if it has
+           max_dets: int | None = None, protocol=None, **schedule) -> Path:
+    """Write a run's match table (``protocol``: a COCO (default), VOC or LVIS protocol) per object
+    (:mod:`evalengine.evaluation.export`: ``coco-results`` or ``fiftyone``) to ``out`` (``.parquet``, ``.jsonl``, or ``.json``: one JSON list), matching the run first if it has
     no table yet; the file appears whole or not at all. Returns ``out``."""
     out = Path(out)
     suffix = out.suffix.lower()
     if suffix not in (".parquet", ".jsonl", ".json"):
         raise InputError(f"{out}: the export is written as .parquet, .jsonl or .json, not '{suffix}'")
     opened = store if isinstance(store, Store) else open(store)
-    rows = exported(opened.evaluate(protocol, run=run, **schedule), fmt, iou_threshold, max_dets)
+    protocol = protocol or CocoProtocol()
+    rows = exported(MatchedRun(opened.layout, run, protocol, opened.match(protocol, run, **schedule)), fmt,
+                    iou_threshold, max_dets)
     if suffix == ".parquet":
         replace_file(out, rows.sink_parquet)
     elif suffix == ".jsonl":

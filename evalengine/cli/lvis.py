@@ -23,20 +23,26 @@ def _stored(args, protocol: api.LvisProtocol) -> str:
     return options.profiled(args, timed, api.lvis_output(evaluation, args.json))
 
 
-def cmd_evaluate(args) -> str:
-    """``evaluate STORE --protocol lvis``: match (or reuse) the LVIS table of a stored run, print lvis-api's results
-    (``--iou-type``, one ``--max-dets`` and ``--keep-zero-id-quirk`` apply; COCO's thresholds and ranges do not)."""
+def stored_protocol(args) -> api.LvisProtocol:
+    """The LVIS protocol of a store command (``evaluate``, ``export``): ``--iou-type``, one ``--max-dets`` and
+    ``--keep-zero-id-quirk`` apply; COCO's thresholds and ranges do not."""
     fixed = [option for option, given in (("--area-ranges", args.area_ranges is not None),
                                           ("--use-cats", args.use_cats != 1),
                                           ("--iou-thresholds", args.iou_thresholds is not None),
                                           ("--kpt-sigmas", args.kpt_sigmas is not None)) if given]
     if fixed:
-        raise EvalEngineError(f"evaluate: {fixed[0]} is an option of the coco protocol, not of lvis (lvis-api's "
-                              "thresholds and area ranges are fixed)")
+        raise EvalEngineError(f"{args.command}: {fixed[0]} is an option of the coco protocol, not of lvis "
+                              "(lvis-api's thresholds and area ranges are fixed)")
     max_dets = args.max_dets or [LVIS_MAX_DETS]
     if len(max_dets) != 1:
-        raise EvalEngineError(f"evaluate: --max-dets takes one cap under lvis (detections per image), got {max_dets}")
-    return _stored(args, _protocol(args, max_dets[0]))
+        raise EvalEngineError(f"{args.command}: --max-dets takes one cap under lvis (detections per image), got "
+                              f"{max_dets}")
+    return _protocol(args, max_dets[0])
+
+
+def cmd_evaluate(args) -> str:
+    """``evaluate STORE --protocol lvis``: match (or reuse) the LVIS table of a stored run, print lvis-api's results."""
+    return _stored(args, stored_protocol(args))
 
 
 def _cmd_lvis(args) -> str:

@@ -17,9 +17,13 @@ def _protocol(args, thresholds) -> api.VocProtocol:
                            use_difficult=args.use_difficult)
 
 
-def _matching_args(parser) -> None:
+def _metric_arg(parser) -> None:
     parser.add_argument("--metric", choices=api.VOC_METRICS, default="voc12",
                         help="voc07: VOC2007 11-point AP; voc12 (default): VOC2010+ all-point AP")
+
+
+def matching_args(parser) -> None:
+    """The VOC matching options (what :func:`stored_protocol` reads beside ``--iou-thresholds``)."""
     parser.add_argument("--strict", action="store_true",
                         help="a TP needs IoU > threshold (py-faster-rcnn voc_eval.py); default IoU >= threshold "
                              "(the MATLAB devkit)")
@@ -45,9 +49,12 @@ def _cmd_voc(args) -> str:
 
 def _cmd_ingest_voc(args) -> str:
     timed = options.phases(args)
+    foreign = options.foreign_formats(args, native_gt=("voc", "coco"), native_dt=("voc", "coco"))
     with timed.phase("ingest", unit="detections") as advance:
-        store = api.ingest_voc(args.gt, args.dt, args.store, n_shards=args.shards, run=args.run,
-                               overwrite=args.overwrite, progress=advance, tags=api.parse_tags(args.tag))
+        kept = {"n_shards": args.shards, "run": args.run, "overwrite": args.overwrite, "progress": advance,
+                "tags": api.parse_tags(args.tag)}
+        store = (formats.ingest_formats(args.gt, args.dt, args.store, **options.format_inputs(args), **kept)
+                 if foreign else api.ingest_voc(args.gt, args.dt, args.store, **kept))
     text = f"store: {store.path} ({store.layout.n_shards} shards, runs: {', '.join(store.runs)})"
     return options.profiled(args, timed, text)
 
@@ -61,7 +68,8 @@ def add_voc(sub) -> None:
                           "detector's devkit result files")
     voc.add_argument("--iou", type=options.iou, nargs="+", default=None, metavar="T",
                      help="IoU thresholds (default: 0.5, the devkit's minoverlap)")
-    _matching_args(voc)
+    _metric_arg(voc)
+    matching_args(voc)
     voc.add_argument("--store", default=None, help=f"keep the store: {STORE_HELP} (default: a temporary folder)")
     voc.add_argument("--shards", type=options.positive_int, default=None, help="image shards")
     options.schedule_args(voc)
@@ -84,16 +92,19 @@ def add_ingest_voc(ingest_sub) -> None:
     ingest.add_argument("--overwrite", action="store_true", help="replace an existing store")
     options.tag_args(ingest)
     options.run_args(ingest)
+    options.format_args(ingest)
     ingest.set_defaults(func=_cmd_ingest_voc)
 
 
 def add_evaluate_args(evaluate) -> None:
     """The VOC options of ``evaluate`` (its ``--iou-thresholds`` are the VOC thresholds too)."""
-    _matching_args(evaluate)
+    _metric_arg(evaluate)
+    matching_args(evaluate)
 
 
-def cmd_evaluate(args) -> str:
-    """``evaluate STORE --protocol voc``: match (or reuse) the VOC table of a stored run and print its summary."""
+def stored_protocol(args) -> api.VocProtocol:
+    """The VOC protocol of a store command (``evaluate``, ``export``): ``--iou-thresholds``, ``--strict``,
+    ``--use-difficult``; the COCO protocol's own options refused."""
     coco_only = [option for option, given in (("--area-ranges", args.area_ranges is not None),
                                               ("--use-cats", args.use_cats != 1),
                                               ("--max-dets", args.max_dets is not None),
@@ -101,8 +112,13 @@ def cmd_evaluate(args) -> str:
                                               ("--kpt-sigmas", args.kpt_sigmas is not None))
                  if given]
     if coco_only:
-        raise EvalEngineError(f"evaluate: {coco_only[0]} is an option of the coco protocol, not of voc")
+        raise EvalEngineError(f"{args.command}: {coco_only[0]} is an option of the coco protocol, not of voc")
+    return _protocol(args, args.iou_thresholds)
+
+
+def cmd_evaluate(args) -> str:
+    """``evaluate STORE --protocol voc``: match (or reuse) the VOC table of a stored run and print its summary."""
     timed = options.phases(args)
-    evaluation = api.evaluate_store_voc(api.open(args.store), _protocol(args, args.iou_thresholds), run=args.run,
+    evaluation = api.evaluate_store_voc(api.open(args.store), stored_protocol(args), run=args.run,
                                         metric=args.metric, phases=timed, **options.schedule(args))
     return options.profiled(args, timed, api.voc_output(evaluation, args.metric, args.json))

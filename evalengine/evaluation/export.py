@@ -1,6 +1,8 @@
 """A COCO match table exported per object, at one IoU threshold, detection cap and area ``all`` (pycocotools'
 ``evalImgs`` semantics: ``dtMatches``, ``dtIgnore``, ``gtIgnore`` of the first ``maxDet`` detections per image and
-category):
+category). The VOC and LVIS match tables are read the same way (COCO's columns, area ``all`` first): VOC has no cap
+(``ignored``: matched to a difficult object), LVIS's cap is per image and was applied at matching (``ignored``: a
+detection without a true match on a not-exhaustive category; null: dropped by the cap or the federated filter):
 
 - ``coco-results``: the run's detections as COCO results (``id, image_id, category_id, bbox, score``) with
   ``matched_gt_id``, ``iou`` (the partner's IoU, null without one), ``tp`` and ``ignored`` (matched to a crowd); both
@@ -24,6 +26,7 @@ from evalengine.metrics.outcomes import threshold_index
 from evalengine.store.shards import scan_shards
 
 EXPORT_FORMATS = ("coco-results", "fiftyone")
+EXPORT_PROTOCOLS = ("coco", "voc", "lvis")  # match tables in COCO's columns
 
 
 def _detections(evaluation: Evaluation, t: int, cap: int) -> pl.LazyFrame:
@@ -52,11 +55,12 @@ def _ground_truth(evaluation: Evaluation, detections: pl.LazyFrame) -> pl.LazyFr
 
 def _protocol_check(evaluation: Evaluation, iou_threshold: float, max_dets: int | None) -> tuple:
     protocol = evaluation.protocol
-    if protocol.name != "coco" or protocol.area_ranges[0][0] != "all":
-        raise ProtocolError("export reads a COCO match table whose first area range is 'all'")
-    cap = protocol.max_dets[-1] if max_dets is None else max_dets
-    if cap > protocol.max_dets[-1]:
-        raise ProtocolError(f"max_dets {cap} is above the match table's cap {protocol.max_dets[-1]}")
+    if protocol.name not in EXPORT_PROTOCOLS or getattr(protocol, "area_ranges", [("all",)])[0][0] != "all":
+        raise ProtocolError("export reads a COCO, VOC or LVIS match table whose first area range is 'all'")
+    table_cap = protocol.max_dets[-1] if protocol.name != "voc" else 2**31 - 1  # VOC: no cap
+    cap = table_cap if max_dets is None else max_dets
+    if cap > table_cap:
+        raise ProtocolError(f"max_dets {cap} is above the match table's cap {table_cap}")
     return threshold_index(protocol, iou_threshold), cap
 
 

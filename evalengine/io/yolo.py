@@ -1,18 +1,24 @@
-"""YOLO txt folders (the ultralytics layout): ground truth ``labels/<stem>.txt`` with ``class cx cy w h`` lines and
-predictions with ``class cx cy w h conf`` lines (``yolo predict save_txt=True save_conf=True``), the coordinates
-normalised to the image's width and height.
+"""YOLO txt folders (the ultralytics layout): ground truth ``labels/<stem>.txt`` with ``class cx cy w h`` lines (or
+segment lines ``class x1 y1 x2 y2 … xn yn``, a polygon of 3 or more points) and predictions with ``class cx cy w h
+conf`` lines (``yolo predict save_txt=True save_conf=True``), the coordinates normalised to the image's width and
+height.
 
 - **Pixels**: ultralytics' ``ops.xywhn2xyxy``, ``x1 = W * (cx - w / 2)``, ``y1 = H * (cy - h / 2)``, ``x2 = W * (cx +
   w / 2)``, ``y2 = H * (cy + h / 2)``, in float64 and never rounded (ultralytics' loader holds labels as float32);
   the stored box is ``x1, y1, x2 - x1, y2 - y1`` (``pred_to_json``'s COCO box), its area ``w * h``.
+- **Segments** (ultralytics' segment labels, ``Instances.denormalize``): the polygon in pixels ``x * W, y * H``
+  (float64) is the object's mask (pycocotools' ``frPyObjects``), its box the points' extent and its area the mask's
+  (``maskUtils.area``), as a COCO polygon annotation (:func:`evalengine.io.ground_truth.with_polygon_masks`; box
+  objects then get their rectangle as mask). A file mixing box and segment lines is refused (ultralytics reads such
+  a file as segments, the box lines' four numbers as two points).
 - **Images**: every image of the sizes (a folder of images, read by header, or a table: :mod:`evalengine.io.image_sizes`);
   an image without a label file has no object (ultralytics' background image). Ids by stem as VOC's
   (:func:`evalengine.io.ground_truth.numbered_images`).
 - **Classes**: ``names`` of ``data.yaml`` (a list, or a mapping of index to name) or the lines of ``classes.txt``;
   class ``k`` is category ``k + 1`` (ultralytics' ``class_map`` of a non-COCO set, ``range(1, nc + 1)``). Without
   either file, classes ``0 … max`` named by their index.
-- **Checks** (a located error, as ultralytics' ``verify_image_label`` refuses the file): 5 fields in a label line (6
-  in a prediction line), an integer class known to the names, coordinates (and ``conf``) numbers in [0, 1]. Repeated
+- **Checks** (a located error, as ultralytics' ``verify_image_label`` refuses the file): 5 fields in a label line (an
+  odd number, 7 or more, in a segment line; 6 in a prediction line), an integer class known to the names, coordinates (and ``conf``) numbers in [0, 1]. Repeated
   label lines are kept, with a warning (ultralytics' loader drops them).
 - **Ids**: objects and predictions are numbered from 1 over the files in stem order, lines in file order.
 """
@@ -25,7 +31,7 @@ import polars as pl
 
 from evalengine.errors import InputError, InputWarning
 from evalengine.io.coco import CocoDataset
-from evalengine.io.ground_truth import categories_of, dataset_of, numbered_images
+from evalengine.io.ground_truth import categories_of, dataset_of, numbered_images, with_polygon_masks
 from evalengine.io.image_sizes import read_image_sizes, stem
 
 NAME_FILES = ("data.yaml", "dataset.yaml", "classes.txt")
@@ -77,9 +83,10 @@ def _names_file(folder: Path) -> Path | None:
     return None
 
 
-def _lines(files: list, fields: tuple) -> pl.DataFrame:
+def _lines(files: list, fields: tuple, segments: bool = False) -> pl.DataFrame:
     """The non-blank lines of label files as ``stem, path, line`` and ``fields`` (strings), with located errors for
-    a wrong number of fields."""
+    a wrong number of fields; with ``segments``, a segment line (``class`` and 3 or more ``x y`` points) is kept with
+    its class in ``fields[0]``, the others null, and its coordinates in ``points`` (strings)."""
     texts = []
     for path in files:
         try:
@@ -92,14 +99,25 @@ def _lines(files: list, fields: tuple) -> pl.DataFrame:
              .with_columns((pl.int_range(pl.len()).over("path") + 1).alias("line"),
                            pl.col("text").str.extract_all(r"\S+").alias("fields"))
              .filter(pl.col("fields").list.len() > 0))
-    bad = frame.filter(pl.col("fields").list.len() != len(fields))
+    n = pl.col("fields").list.len()
+    segment = ((n >= 7) & (n % 2 == 1)) if segments else pl.lit(False)
+    bad = frame.filter((n != len(fields)) & ~segment)
     if bad.height:
         row = bad.row(0, named=True)
         found = len(row["fields"])
-        hint = " (YOLO segment labels: polygons are not read, boxes only)" if found > len(_DT_FIELDS) else ""
-        raise InputError(f"{row['path']}: line {row['line']}: expected {len(fields)} fields '{' '.join(fields)}', "
-                         f"found {found}{hint}")
-    return frame.select("stem", "path", "line", *[pl.col("fields").list.get(i).alias(c) for i, c in enumerate(fields)])
+        hint = (" or a segment 'class x1 y1 … xn yn' of 3 or more points" if segments
+                else " (YOLO segment predictions: polygons are not read, boxes only)" if found > len(fields) else "")
+        raise InputError(f"{row['path']}: line {row['line']}: expected {len(fields)} fields '{' '.join(fields)}'"
+                         f"{hint}, found {found}")
+    frame = frame.with_columns(pl.when(segment).then(pl.col("fields").list.slice(1)).alias("points"))
+    mixed = frame.filter(pl.col("points").is_null() != pl.col("points").is_null().first().over("path"))
+    if mixed.height:
+        row = mixed.row(0, named=True)
+        raise InputError(f"{row['path']}: line {row['line']}: box lines and segment lines in one file (ultralytics "
+                         "reads such a file as segments, a box line as two points)")
+    return frame.select("stem", "path", "line", "fields", "points", *[
+        pl.when(pl.col("points").is_null() | (i == 0)).then(pl.col("fields").list.get(i, null_on_oob=True)).alias(c)
+        for i, c in enumerate(fields)])
 
 
 def _located(frame: pl.DataFrame, bad: pl.Expr, message) -> None:
@@ -110,8 +128,8 @@ def _located(frame: pl.DataFrame, bad: pl.Expr, message) -> None:
         raise InputError(f"{row['path']}: line {row['line']}: {message(row)}{more}")
 
 
-def _boxes(frame: pl.DataFrame, fields: tuple, sizes: pl.DataFrame, n_classes: int | None) -> pl.DataFrame:
-    """Checked values, the image's id and size joined by stem, and the pixel box (``xywhn2xyxy``)."""
+def _checked(frame: pl.DataFrame, fields: tuple, sizes: pl.DataFrame, n_classes: int | None) -> pl.DataFrame:
+    """``fields`` numbers (``class`` a known integer, the others in [0, 1]), the image's id and size joined by stem."""
     for column in fields:
         value = pl.col(column).cast(pl.Float64, strict=False)
         _located(frame, ~value.is_finite().fill_null(False), lambda row, c=column: f"'{c}' is {row[c]!r}, not a number")
@@ -127,11 +145,37 @@ def _boxes(frame: pl.DataFrame, fields: tuple, sizes: pl.DataFrame, n_classes: i
     frame = frame.join(sizes.select("stem", "image_id", "width", "height"), on="stem", how="left", maintain_order="left")
     _located(frame, pl.col("width").is_null() | pl.col("height").is_null(),
              lambda row: f"image '{row['stem']}' has no size (not in the images or the image sizes table)")
+    return frame.with_columns((pl.col("class").cast(pl.Int64) + 1).alias("category_id"))
+
+
+def _boxes(frame: pl.DataFrame, fields: tuple, sizes: pl.DataFrame, n_classes: int | None) -> pl.DataFrame:
+    """:func:`_checked` lines with the pixel box (``xywhn2xyxy``)."""
+    frame = _checked(frame, fields, sizes, n_classes)
     half_w, half_h = pl.col("w") / 2, pl.col("h") / 2
     x1, y1 = pl.col("width") * (pl.col("cx") - half_w), pl.col("height") * (pl.col("cy") - half_h)
     x2, y2 = pl.col("width") * (pl.col("cx") + half_w), pl.col("height") * (pl.col("cy") + half_h)
-    return frame.with_columns(x1.alias("x"), y1.alias("y"), (x2 - x1).alias("w"), (y2 - y1).alias("h"),
-                              (pl.col("class").cast(pl.Int64) + 1).alias("category_id"))
+    return frame.with_columns(x1.alias("x"), y1.alias("y"), (x2 - x1).alias("w"), (y2 - y1).alias("h"))
+
+
+def _segments(frame: pl.DataFrame, sizes: pl.DataFrame, n_classes: int | None) -> pl.DataFrame:
+    """:func:`_checked` segment lines, each point a number in [0, 1] (named ``x1, y1, x2, …`` in errors), with the
+    polygon in pixels (``x * W, y * H``) as ``polygon`` and as COCO's JSON text ``segmentation``."""
+    frame = _checked(frame.with_row_index("_object"), ("class",), sizes, n_classes)
+    k = pl.int_range(pl.len()).over("_object")
+    points = (frame.select("_object", "path", "line", "width", "height", "points").explode("points")
+              .with_columns(pl.format("{}{}", pl.when(k % 2 == 0).then(pl.lit("x")).otherwise(pl.lit("y")),
+                                      k // 2 + 1).alias("name"), (k % 2 == 0).alias("_x")))
+    _located(points, ~pl.col("points").cast(pl.Float64, strict=False).is_finite().fill_null(False),
+             lambda row: f"'{row['name']}' is {row['points']!r}, not a number")
+    points = points.with_columns(pl.col("points").cast(pl.Float64))
+    _located(points, ~pl.col("points").is_between(0.0, 1.0),
+             lambda row: f"'{row['name']}' is {row['points']!r}, outside [0, 1] (normalised coordinates)")
+    pixels = (points.group_by("_object", maintain_order=True)
+              .agg((pl.col("points") * pl.when(pl.col("_x")).then(pl.col("width")).otherwise(pl.col("height")))
+                   .alias("polygon")))
+    return frame.drop("points", *_GT_FIELDS[1:]).join(pixels, on="_object", maintain_order="left").with_columns(
+        pl.format("[[{}]]", pl.col("polygon").cast(pl.List(pl.String)).list.join(",")).alias("segmentation"),
+        pl.format("{} line {}", pl.col("path"), pl.col("line")).alias("where")).drop("_object")
 
 
 def read_yolo_gt(path, images=None, names=None) -> CocoDataset:
@@ -149,11 +193,21 @@ def read_yolo_gt(path, images=None, names=None) -> CocoDataset:
     names_file = Path(names) if names is not None else _names_file(folder)
     class_names = read_class_names(names_file) if names_file is not None else None
     files = sorted((p for p in folder.glob("*.txt") if p.name not in NAME_FILES), key=lambda p: p.stem)
-    frame = _boxes(_lines(files, _GT_FIELDS), _GT_FIELDS, sizes, None if class_names is None else len(class_names))
-    repeated = frame.filter(pl.struct("path", *_GT_FIELDS).is_duplicated())
+    lines = _lines(files, _GT_FIELDS, segments=True)
+    repeated = lines.filter(pl.struct("path", "fields").is_duplicated())
     if repeated.height:
         warnings.warn(f"{repeated.row(0, named=True)['path']}: {repeated.height} repeated label lines are kept "
                       "(ultralytics' loader drops repeated lines)", InputWarning, stacklevel=2)
+    n_classes = None if class_names is None else len(class_names)
+    segment = pl.col("points").is_not_null()
+    frame = _boxes(lines.filter(~segment), _GT_FIELDS, sizes, n_classes)
+    if lines.select(segment.any()).item():
+        segments = _segments(lines.filter(segment), sizes, n_classes)
+        frame = pl.concat([frame.with_columns(pl.lit(None, pl.List(pl.Float64)).alias("polygon"),
+                                              pl.lit(None, pl.String).alias("segmentation"),
+                                              pl.format("{} line {}", pl.col("path"), pl.col("line")).alias("where")),
+                           segments], how="diagonal_relaxed").sort("stem", "line")
+        frame = with_polygon_masks(frame, sizes, folder, "label")
     if class_names is None:
         class_names = [str(k) for k in range(int(frame.get_column("class").max() or 0) + 1)]
     return dataset_of(sizes, categories_of(class_names), frame)

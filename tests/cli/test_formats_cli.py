@@ -89,8 +89,8 @@ def test_bad_input_is_one_line_and_leaves_no_store(tmp_path):
     result = command("ingest", "coco", "--gt", tmp_path / "y", "--dt", DATA / "yolo" / "pred", "--images",
                      tmp_path / "sizes.csv", "--store", store, "--quiet")
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == (f"evalengine: error: {labels / 'a.txt'}: line 2: expected 5 fields 'class cx cy w h', "
-                             "found 4\n")
+    assert result.stderr == (f"evalengine: error: {labels / 'a.txt'}: line 2: expected 5 fields 'class cx cy w h' or "
+                             "a segment 'class x1 y1 … xn yn' of 3 or more points, found 4\n")
     assert not store.exists()
     result = command("export", tmp_path, "--out", tmp_path / "x.csv")
     assert result.returncode == 2 and result.stderr.startswith("evalengine: error: ")
@@ -113,3 +113,28 @@ def test_add_run_of_yolo_predictions_to_a_store(tmp_path):
     assert result.returncode == 2
     assert result.stderr.endswith("image sizes are read for YOLO and OpenImages inputs only (the inputs are coco and "
                                   "coco)\n")
+
+
+@pytest.mark.parametrize("name, gt, dt, extra", [
+    ("yolo", DATA / "yolo", DATA / "yolo" / "pred", ["--images", DATA / "yolo_sizes.csv"]),
+    ("openimages", DATA / "openimages" / "boxes.csv", DATA / "openimages" / "predictions.csv",
+     ["--images", DATA / "openimages" / "sizes.csv"]),
+    ("cvat", DATA / "cvat.xml", DATA / "cvat_coco_dt.json", ["--gt-format", "cvat"]),
+])
+def test_ingest_voc_of_each_format_equals_its_coco_equivalent(tmp_path, name, gt, dt, extra):
+    """``ingest voc`` with the format flags, then ``evaluate --protocol voc``, prints what ``voc`` prints on the COCO
+    equivalent; a format flag that does not fit is refused."""
+    store = tmp_path / "store"
+    result = command("ingest", "voc", "--gt", gt, "--dt", dt, *extra, "--store", store, "--quiet")
+    assert result.returncode == 0, result.stderr
+    got = command("evaluate", store, "--protocol", "voc", "--json", "--quiet")
+    expected = command("voc", "--gt", DATA / f"{name}_coco_gt.json", "--dt", DATA / f"{name}_coco_dt.json", "--json",
+                       "--quiet")
+    assert got.returncode == expected.returncode == 0, got.stderr + expected.stderr
+    assert json.loads(got.stdout) == json.loads(expected.stdout)
+    assert json.loads(got.stdout)["map"] > 0.2
+    result = command("ingest", "voc", "--gt", DATA / f"{name}_coco_gt.json", "--dt", DATA / f"{name}_coco_dt.json",
+                     "--names", DATA / "yolo" / "data.yaml", "--store", tmp_path / "other", "--quiet")
+    assert result.returncode == 2 and result.stderr.endswith("class names are read for a YOLO ground truth only (the "
+                                                             "ground truth is coco)\n")
+    assert not (tmp_path / "other").exists()

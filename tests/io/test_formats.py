@@ -61,6 +61,32 @@ def test_yolo_equals_its_coco_equivalent(tmp_path, seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+def test_yolo_segments_equal_their_coco_polygons(tmp_path, seed):
+    """Segment labels (``class x1 y1 … xn yn``) read as COCO polygon annotations: the same tables (box = the pixel
+    points' extent, area = the mask's) and the same 12 numbers for boxes and for masks (results: box polygons)."""
+    sc = ff.with_segments(ff.scene(seed))
+    sizes = "folder" if seed % 2 else "table"
+    root, _, images = ff.write_yolo(tmp_path / "yolo", sc, ("yaml", "dict", "txt")[seed % 3], sizes)
+    gt, dt = ff.coco_of_yolo(sc, sizes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        dataset = read_gt(root, "yolo", images)
+    _same_tables(dataset, gt)
+    assert ("mask_rle" in dataset.gt.columns) == bool(sc["segments"])
+    if not dt:
+        return
+    gt_file, dt_file = ff_write_json(tmp_path, gt, dt)
+    assert _format_stats(root, dt_file, images=images) == _coco_stats(tmp_path, gt, dt)
+    if sc["segments"]:
+        segm = api.CocoProtocol(iou_type="segm")
+        dt = [{**d, "segmentation": [[d["bbox"][0], d["bbox"][1], d["bbox"][0], d["bbox"][1] + d["bbox"][3],
+                                      d["bbox"][0] + d["bbox"][2], d["bbox"][1] + d["bbox"][3],
+                                      d["bbox"][0] + d["bbox"][2], d["bbox"][1]]]} for d in dt]
+        gt_file, dt_file = ff_write_json(tmp_path, gt, dt)
+        assert _format_stats(root, dt_file, segm, images=images) == _coco_stats(tmp_path, gt, dt, segm)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_openimages_csv_equals_its_coco_equivalent_for_coco_and_voc(tmp_path, seed):
     sc = ff.scene(seed)
     if not sc["objects"]:
@@ -127,12 +153,18 @@ def test_yolo_conversion_is_ultralytics_formula(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("0 0.5 0.5 0.2\n", r"a\.txt: line 1: expected 5 fields 'class cx cy w h', found 4"),
+    ("0 0.5 0.5 0.2\n", r"a\.txt: line 1: expected 5 fields 'class cx cy w h' or a segment .*, found 4"),
     ("0 0.5 0.5 0.2 0.2\n1 0.5 x 0.2 0.2\n", r"a\.txt: line 2: 'cy' is 'x', not a number"),
     ("0 0.5 0.5 1.2 0.2\n", r"a\.txt: line 1: 'w' is 1\.2, outside \[0, 1\]"),
     ("\n7 0.5 0.5 0.2 0.2\n", r"a\.txt: line 2: class 7 is not a known class \(the names list 4 classes\)"),
     ("1.5 0.5 0.5 0.2 0.2\n", r"a\.txt: line 1: class 1\.5 is not an integer"),
-    ("0 1 2 3 4 5 6 7 8\n", r"line 1: expected 5 fields .* found 9 \(YOLO segment labels"),
+    ("0 1 2 3 4 5 6 7\n", r"line 1: expected 5 fields 'class cx cy w h' or a segment 'class x1 y1 … xn yn' of 3 "
+                          r"or more points, found 8"),
+    ("0 0.1 0.2 0.3\n", r"line 1: expected 5 fields .* found 4"),
+    ("0 0.1 0.2 0.3 0.4 0.5 0.6\n2 0.1 0.2 y 0.4 0.5 0.6\n", r"a\.txt: line 2: 'x2' is 'y', not a number"),
+    ("0 0.1 0.2 0.3 0.4 0.5 -0.6\n", r"a\.txt: line 1: 'y3' is -0\.6, outside \[0, 1\]"),
+    ("9 0.1 0.2 0.3 0.4 0.5 0.6\n", r"a\.txt: line 1: class 9 is not a known class"),
+    ("0 0.1 0.2 0.3 0.4 0.5 0.6\n0 0.5 0.5 0.2 0.2\n", r"a\.txt: line 2: box lines and segment lines in one file"),
 ])
 def test_yolo_bad_lines_are_located(tmp_path, text, message):
     sc = {"images": [("a", 100, 80)], "objects": [], "predictions": [], "rng": np.random.default_rng(1)}
