@@ -37,6 +37,11 @@ def human_pairs():
         yield f"{pair['set']}_{pair['row']}", gts, ground_truth[str(pair["image_id"])][pair["partition_gt_index"] - 1]
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=4)
@@ -56,6 +61,11 @@ def main() -> None:
               f"({cpu_ingested - cpu_start:.1f} s CPU), match + measures {done - ingested:.1f} s "
               f"({cpu_done - cpu_ingested:.1f} s CPU), total {done - start:.1f} s wall "
               f"({usage.ru_utime + usage.ru_stime:.1f} s CPU, imports included); peak RSS {usage.ru_maxrss / 1024:.0f} MB")
+        sql_start, sql_cpu = time.perf_counter(), _cpu()
+        dataset = store.sql("SELECT fop, pri, sc FROM dataset_measures").row(0, named=True)
+        print(f"SQL dataset_measures over the match table (every measure, fop included): "
+              f"{time.perf_counter() - sql_start:.1f} s ({_cpu() - sql_cpu:.1f} s CPU, DuckDB threads included); "
+              f"fop {dataset['fop']:.5f}, pri {dataset['pri']:.5f}")
         peer_start = time.perf_counter()
         for _, (_, gts, seg) in zip(range(args.peer_pairs), human_pairs()):
             seism_reference.eval_segm(seg, list(gts))

@@ -281,9 +281,10 @@ PARTITION_RUNS = {"start": pl.Int64, "length": pl.Int64, "label": pl.Int32}
 GT_PARTITIONS = {"image_id": pl.Int64, "annotator": pl.Int32, **PARTITION_RUNS}
 SEG_PARTITIONS = {"image_id": pl.Int64, "parameter": pl.Float64, **PARTITION_RUNS}
 # the partition match table (spec §9.2): the non-zero cells of the contingency table of each (image, parameter,
-# annotator) over the valid pixels, in that order then (seg_region, gt_region)
+# annotator) over the valid pixels, in that order then (seg_region, gt_region); with Fop's candidate flags of the
+# cell's two regions (SEISM fop.hpp's area-percentile filter, spec §4.4.3)
 CONTINGENCY = {"image_id": pl.Int64, "parameter": pl.Float64, "annotator": pl.Int32, "seg_region": pl.Int32,
-               "gt_region": pl.Int32, "n": pl.Int64}
+               "gt_region": pl.Int32, "n": pl.Int64, "seg_candidate": pl.Boolean, "gt_candidate": pl.Boolean}
 # the partition match table's per-pair side: BGM's distance (spec §4.1.4), the pixels a one-to-one region matching
 # cannot keep, solved at match time so that SQL reads it as a column
 PARTITION_PAIRS = {"image_id": pl.Int64, "parameter": pl.Float64, "annotator": pl.Int32, "bgm_distance": pl.Int64}

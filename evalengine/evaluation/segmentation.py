@@ -33,7 +33,8 @@ class SegmentationEvaluation:
 
     def __post_init__(self):
         self.measures = check_measures(self.measures)
-        self.match_dir = match(self.layout, self.run, PartitionProtocol(), **self.schedule)
+        self.match_dir = match(self.layout, self.run, PartitionProtocol(self.objects.area_percentile),
+                               **self.schedule)
         self.boundary_dir = (match(self.layout, self.run, self.boundary, **self.schedule)
                              if "fb" in self.measures else None)
 

@@ -16,12 +16,12 @@ from evalengine import schema
 from evalengine.errors import check_option
 from evalengine.geometry.boundary_pr import GRIDS, boundary_counts
 from evalengine.geometry.correspond import MAX_DIST, OUTLIERS
-from evalengine.match.partitions import PartitionProtocol, _sorted, group_bounds
+from evalengine.match.partitions import PartitionRunProtocol, _sorted, group_bounds
 from evalengine.match.protocol import column_array
 
 
 @dataclass(frozen=True)
-class PartitionBoundaryProtocol(PartitionProtocol):
+class PartitionBoundaryProtocol(PartitionRunProtocol):
     """Fb's counts of a partition run (the kernel's parameters: ``grid``, ``outliers``, ``tolerance`` as a fraction
     of the diagonal, and ``seed`` of the reference's random outlier graph, annotator ``k`` drawing ``seed + k``)."""
 

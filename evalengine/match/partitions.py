@@ -4,6 +4,10 @@
 SEISM builds it as a dense ``intersection_matrix`` of relabelled partitions; here both partitions are column-major
 label runs (:mod:`evalengine.io.partitions`) merged interval by interval, and only non-zero cells are kept. Region
 ids are SEISM's (first appearance in a row-major scan), so every measure reads its region order from the cells.
+
+Each cell also carries Fop's candidate flags of its two regions (SEISM ``fop.hpp``, spec §4.4.3): the 99 % area
+cut follows a running sum of doubles in a tie order, which a query cannot promise, so it is decided here and the
+Fop query (``sql/91_partition_measures.sql``, :mod:`evalengine.metrics.partition.objects`) reads the flags.
 """
 
 from dataclasses import dataclass
@@ -14,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from evalengine import schema
+from evalengine.errors import ProtocolError
 from evalengine.match.partition_matching import pair_matched
 from evalengine.match.protocol import Protocol, column_array
 from evalengine.store.partitions import check_partition_run
@@ -24,28 +29,39 @@ DENSE_CELLS = 1 << 16  # a pair with at most this many (region, region) cells is
 
 
 @dataclass(frozen=True)
-class PartitionProtocol(Protocol):
-    """The contingency tables of a partition run against the store's ground truth (no parameters: void pixels are
-    the store's, every measure is a query over the cells)."""
-
-    name: ClassVar[str] = "partitions"
-    sides: ClassVar[tuple] = ("contingency", "pairs")
-    table_version: ClassVar[int] = 2  # 2: the per-pair side (bgm_distance)
+class PartitionRunProtocol(Protocol):
+    """A protocol over a stored partition run: each shard task reads the run's and the ground truth's runs."""
 
     def shard_inputs(self, layout, run: str) -> tuple:
         check_partition_run(layout, run)
         return [{"gt": shard_file(layout.paths.gt_partitions, k), "seg": shard_file(layout.paths.partitions(run), k)}
                 for k in range(layout.n_shards)], {}
 
+
+@dataclass(frozen=True)
+class PartitionProtocol(PartitionRunProtocol):
+    """The contingency tables of a partition run against the store's ground truth (void pixels are the store's,
+    every measure is a query over the cells), with Fop's candidate flags at ``area_percentile`` (SEISM: 0.99)."""
+
+    name: ClassVar[str] = "partitions"
+    sides: ClassVar[tuple] = ("contingency", "pairs")
+    table_version: ClassVar[int] = 3  # 2: the per-pair side (bgm_distance); 3: Fop's candidate flags
+    area_percentile: float = 0.99
+
+    def __post_init__(self):
+        if not 0 < self.area_percentile <= 1:
+            raise ProtocolError(f"fop area_percentile must be in (0, 1], got {self.area_percentile!r}")
+
     def match_shard(self, tables: dict, context: dict) -> dict:
-        cells = contingency(tables["seg"], tables["gt"])
+        cells = contingency(tables["seg"], tables["gt"], area_percentile=self.area_percentile)
         return {"contingency": cells, "pairs": bgm_distances(cells)}
 
 
-def contingency(seg: pl.DataFrame, gt: pl.DataFrame, dense_cells: int = DENSE_CELLS) -> pl.DataFrame:
+def contingency(seg: pl.DataFrame, gt: pl.DataFrame, dense_cells: int = DENSE_CELLS,
+                area_percentile: float = 0.99) -> pl.DataFrame:
     """The non-zero cells (``schema.CONTINGENCY``) of every machine partition of ``seg`` against every annotator of
-    its image in ``gt`` (both run tables of one shard); a pair of at most ``dense_cells`` region pairs is
-    accumulated in a dense table, a larger one by sorting its pieces."""
+    its image in ``gt`` (both run tables of one shard), with Fop's candidate flags at ``area_percentile``; a pair
+    of at most ``dense_cells`` region pairs is accumulated in a dense table, a larger one by sorting its pieces."""
     seg = _sorted(seg, ["image_id", "parameter", "start"])
     gt = _sorted(gt, ["image_id", "annotator", "start"])
     seg_groups = group_bounds(seg, ["image_id", "parameter"])
@@ -55,11 +71,13 @@ def contingency(seg: pl.DataFrame, gt: pl.DataFrame, dense_cells: int = DENSE_CE
                    column_array(gt, "image_id"), column_array(gt, "start"), column_array(gt, "length"),
                    column_array(gt, "label", "int32"), gt_groups, dense_cells)
     seg_row, annotator_row, seg_region, gt_region, n = cells
+    seg_candidate, gt_candidate = _candidate_flags(seg_row, annotator_row, seg_region, gt_region, n, area_percentile)
     return pl.DataFrame({
         "image_id": column_array(seg, "image_id")[seg_row],
         "parameter": column_array(seg, "parameter", "float64")[seg_row],
         "annotator": column_array(gt, "annotator", "int32")[annotator_row],
         "seg_region": seg_region, "gt_region": gt_region, "n": n,
+        "seg_candidate": seg_candidate, "gt_candidate": gt_candidate,
     }, schema=schema.CONTINGENCY)
 
 
@@ -189,3 +207,61 @@ def _grown(array, used, capacity):
     grown = np.empty(capacity, array.dtype)
     grown[:used] = array[:used]
     return grown
+
+
+@numba.njit(cache=True, nogil=True)
+def _candidate_flags(seg_row, gt_row, seg_region, gt_region, n, area_percentile):
+    """Per cell, whether its machine and its annotator region are Fop candidates (:func:`fop_candidates`); the cells
+    come a partition (``seg_row``) at a time, an annotator (``gt_row``) at a time within it; the machine regions'
+    areas and the image's valid pixels are the first annotator's table's (every annotator has the same)."""
+    m = n.size
+    seg_flag = np.zeros(m, np.bool_)
+    gt_flag = np.zeros(m, np.bool_)
+    lo = 0
+    while lo < m:
+        hi, first_end, n_seg = lo, lo, 0
+        while hi < m and seg_row[hi] == seg_row[lo]:
+            n_seg = max(n_seg, seg_region[hi] + 1)
+            hi += 1
+        while first_end < hi and gt_row[first_end] == gt_row[lo]:
+            first_end += 1
+        seg_area = np.zeros(n_seg, np.int64)
+        for c in range(lo, first_end):
+            seg_area[seg_region[c]] += n[c]
+        image_area = seg_area.sum()
+        seg_candidate = fop_candidates(seg_area, image_area, area_percentile)
+        for c in range(lo, hi):
+            seg_flag[c] = seg_candidate[seg_region[c]]
+        start = lo
+        while start < hi:
+            end, n_gt = start, 0
+            while end < hi and gt_row[end] == gt_row[start]:
+                n_gt = max(n_gt, gt_region[end] + 1)
+                end += 1
+            gt_area = np.zeros(n_gt, np.int64)
+            for c in range(start, end):
+                gt_area[gt_region[c]] += n[c]
+            gt_candidate = fop_candidates(gt_area, image_area, area_percentile)
+            for c in range(start, end):
+                gt_flag[c] = gt_candidate[gt_region[c]]
+            start = end
+        lo = hi
+    return seg_flag, gt_flag
+
+
+@numba.njit(cache=True, nogil=True)
+def fop_candidates(area, image_area, area_percentile):
+    """SEISM ``fop.hpp``'s candidates of one partition: regions by decreasing area (ties: higher index first, the
+    C++ multimap's reverse order) while the area fraction summed before them (a running sum of doubles) is below
+    ``area_percentile``; regions of no valid pixel are never candidates."""
+    n_regions = area.size
+    key = area * n_regions + np.arange(n_regions)  # area, then index, both descending
+    order = np.argsort(-key)
+    candidate = np.zeros(n_regions, np.bool_)
+    cumulative = 0.0
+    for r in order:
+        if area[r] == 0:
+            continue
+        candidate[r] = cumulative < area_percentile
+        cumulative += area[r] / image_area
+    return candidate

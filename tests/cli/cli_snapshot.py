@@ -361,7 +361,8 @@ def invocations(dataset: str) -> list:
         _inv("evaluate-partitions-sweep", "evaluate", "{tmp}/part-store", "--protocol", "partitions", "--run", "sweep",
              "--measures", "fop", "fr", "pri", "sc"),
         _inv("sql-partition-dataset-measures", "sql", "{tmp}/part-store",
-             "SELECT run, parameter, round(sc, 6) AS sc, round(pri, 6) AS pri, round(fr, 6) AS fr "
+             "SELECT run, parameter, round(sc, 6) AS sc, round(pri, 6) AS pri, round(fr, 6) AS fr, "
+             "round(fop, 6) AS fop "
              "FROM dataset_measures ORDER BY ALL"),
         _inv("segmentation-size-error", "segmentation", "--pred", "{tmp}/seg/pred-size", "--gt", "{tmp}/seg/gt"),
         _inv("segmentation-alpha-error", "segmentation", "--pred", "{tmp}/seg/pred-alpha", "--gt", "{tmp}/seg/gt"),

@@ -73,15 +73,17 @@ def test_store_commands_and_sql_views(folders, tmp_path, capsys):
     python = {row["file_name"]: row for row in evaluation.per_image.iter_rows(named=True)}
     sql = api.open(store).sql("SELECT * FROM partition_measures WHERE run = 'human'")
     columns = [c for c in sql.columns if c in python["demo"] and c not in ("image_id", "file_name", "parameter")]
-    assert len(columns) == 22 and "bgm" in columns  # every measure but fop, fr's and fb's P and R, fb's counts
+    assert len(columns) == 25 and "bgm" in columns  # every measure, fr's, fop's and fb's P and R, fb's counts
     for row in sql.iter_rows(named=True):
         for column in columns:
             assert row[column] == pytest.approx(python[row["file_name"]][column], abs=1e-12, rel=0), column
     dataset = api.open(store).sql("SELECT * FROM dataset_measures WHERE run = 'human'").row(0, named=True)
     assert dataset["fr"] == pytest.approx(evaluation.dataset["fr"][0], abs=1e-12)
+    assert dataset["fop"] == pytest.approx(evaluation.dataset["fop"][0], abs=1e-12)
     curve = api.open(store).sql("SELECT * FROM pr_curve_segmentation WHERE run = 'sweep' ORDER BY measure, "
                                 "parameter")
-    assert curve["parameter"].to_list() == [0.5, 2.0] * 2 and curve["measure"].to_list() == ["fb"] * 2 + ["fr"] * 2
+    assert curve["parameter"].to_list() == [0.5, 2.0] * 3
+    assert curve["measure"].to_list() == ["fb"] * 2 + ["fop"] * 2 + ["fr"] * 2
     fb = evaluate_partitions(api.open(store), "sweep", ["fb"]).pr_curve("fb")
     assert curve["f"].to_list()[:2] == pytest.approx(fb["f"].to_list(), abs=1e-12, rel=0)
     assert main(["fsck", str(store)]) == 0  # the match tables of partition runs are the store's

@@ -74,11 +74,12 @@ def test_measures_equal_seism_on_generated_datasets(tmp_path, seed):
         for parameter, partition in runs["seg"].items():
             _assert_equal(_row_measures(by_key[stem, parameter]), seism_reference.eval_segm(partition, gts),
                           (seed, stem, parameter))
-    # the SQL views give the same numbers (every measure but fop; bgm from the match table's pairs side, fb from its
-    # boundary table)
+    # the SQL views give the same numbers (bgm from the match table's pairs side, fop from its candidate flags, fb
+    # from its boundary table)
     sql = store.sql("SELECT * FROM partition_measures")
     columns = [c for c in sql.columns if c in per_image.columns and c not in ("image_id", "file_name", "parameter")]
-    assert "bgm" in columns and len(columns) == 22  # 12 numbers, fr and fb with P and R, fb's four counts
+    assert "bgm" in columns and "fop_recall" in columns and len(columns) == 25  # 12 numbers, fr, fop and fb with
+    # P and R, fb's four counts
     for row in sql.iter_rows(named=True):
         ours = by_key[row["file_name"], row["parameter"]]
         for column in columns:

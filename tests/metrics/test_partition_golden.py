@@ -65,12 +65,13 @@ def human_pairs(tmp_path_factory):
                 gts = np.rot90(gts, 1, axes=(1, 2))
             yield f"{pair['set']}_{pair['row']}", gts, {"human": {0.0: partition}}
 
-    per_image = _evaluate(tmp_path_factory.mktemp("human"), images(), n_shards=3)
-    return pairs, per_image.with_columns(set=pl.col("file_name").str.split("_").list.first())
+    store = ingest_partition_arrays(images(), tmp_path_factory.mktemp("human") / "store", {"human": [0.0]}, n_shards=3)
+    per_image = evaluate_partitions(store, "human", CONTINGENCY_MEASURES).per_image
+    return pairs, per_image.with_columns(set=pl.col("file_name").str.split("_").list.first()), store
 
 
 def test_every_human_pair_equals_seism(human_pairs):
-    pairs, per_image = human_pairs
+    pairs, per_image, _ = human_pairs
     rows = {row["file_name"]: row for row in per_image.iter_rows(named=True)}
     assert len(rows) == len(pairs) == 2126
     worst = {}
@@ -90,7 +91,7 @@ def test_every_human_pair_equals_seism(human_pairs):
 
 
 def test_human_summaries_equal_seism(human_pairs):
-    pairs, per_image = human_pairs
+    pairs, per_image, _ = human_pairs
     summary = json.loads((DATA / "expected_seism_human_test_summary.json").read_text())
     image_of = pl.DataFrame({"file_name": [f"{p['set']}_{p['row']}" for p in pairs],
                              "source_image": [p["image_id"] for p in pairs]})
@@ -113,3 +114,25 @@ def test_human_summaries_equal_seism(human_pairs):
             want = [value["F"], value["mean_P"], value["mean_R"]] if isinstance(value, dict) else [value]
             assert _measure(dataset, measure) == pytest.approx(want, abs=1e-12, rel=0), (set_name, measure)
     assert published == {"same": (0.55688, 0.87623), "diff": (0.05523, 0.64066)}  # the issue's Fop and PRI
+
+
+def test_human_fop_through_sql(human_pairs):
+    """Fop from the SQL views (candidate flags of the match table): every pair's SEISM value, and the summary's
+    dataset Fop of each set (gather_human.m: F of the mean P and R over its pairs)."""
+    pairs, _, store = human_pairs
+    sql = {row["file_name"]: row for row in store.sql(
+        "SELECT file_name, fop, fop_precision, fop_recall FROM partition_measures").iter_rows(named=True)}
+    assert len(sql) == 2126
+    for pair in pairs:
+        row = sql[f"{pair['set']}_{pair['row']}"]
+        assert _measure(row, "fop") == pytest.approx(pair["computed"]["fop"], abs=1e-12, rel=0), pair["row"]
+    summary = json.loads((DATA / "expected_seism_human_test_summary.json").read_text())["dataset_from_computed_pairs"]
+    dataset = store.sql("SELECT split_part(file_name, '_', 1) AS set, fb_f(avg(fop_precision), avg(fop_recall)) AS fop,"
+                        " avg(fop_precision) AS fop_precision, avg(fop_recall) AS fop_recall "
+                        "FROM partition_measures GROUP BY ALL")
+    published = {}
+    for row in dataset.iter_rows(named=True):
+        want = summary[row["set"]]["fop"]
+        assert _measure(row, "fop") == pytest.approx([want["F"], want["mean_P"], want["mean_R"]], abs=1e-12, rel=0)
+        published[row["set"]] = round(row["fop"], 5)
+    assert published == {"same": 0.55688, "diff": 0.05523}

@@ -73,7 +73,7 @@ def image_measures(cells: pl.DataFrame, measures=None, objects: ObjectsAndParts 
     ).with_columns(vd=0.5 * (pl.col("dhd") + pl.col("sdhd")),
                    fr=f_measure(pl.col("fr_precision"), pl.col("fr_recall"))).collect()
     if "fop" in measures:
-        per_image = per_image.join(fop_terms(cells), on=IMAGE, how="left")
+        per_image = per_image.join(fop_terms(cells, objects), on=IMAGE, how="left")
     if "fb" in measures:
         per_image = per_image.join(with_boundary_measures(boundary), on=IMAGE, how="left")
     return per_image.select(*IMAGE, *measure_columns(measures), *(FB_COUNTS if "fb" in measures else ()))

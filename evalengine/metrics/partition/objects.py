@@ -2,7 +2,8 @@
 ``fop.hpp`` ``ObjectsAndPartsF::calculate`` does it over all the annotators of an image at once:
 
 - candidates: per partition, regions by decreasing area (ties: higher region index first, the C++ multimap's reverse
-  order) are candidates while the area fraction summed before them is below ``area_percentile``;
+  order) are candidates while the area fraction summed before them is below ``area_percentile``: decided at match
+  time, the cells' flags (:func:`evalengine.match.partitions.fop_candidates`);
 - classification over candidate pairs with ``>=`` thresholds: OBJECT (both overlaps >= γo) over PART (machine region
   inside a GT region: ``O_S >= γo``, ``O_G >= γp``; or the reverse for the GT region); the machine side is an
   OBJECT for any annotator;
@@ -28,7 +29,8 @@ NONE, OBJECT, PART = 0, 1, 2
 
 @dataclass(frozen=True)
 class ObjectsAndParts:
-    """Fop's parameters (SEISM ``mex_eval_segm.cpp``: 0.9, 0.25, 0.1; ``fop.hpp``: 0.99)."""
+    """Fop's parameters (SEISM ``mex_eval_segm.cpp``: 0.9, 0.25, 0.1; ``fop.hpp``: 0.99, the match table's
+    candidate flags: :class:`evalengine.match.partitions.PartitionProtocol`)."""
 
     gamma_object: float = 0.9
     gamma_part: float = 0.25
@@ -37,36 +39,21 @@ class ObjectsAndParts:
 
 
 def fop_terms(cells: pl.DataFrame, params: ObjectsAndParts = ObjectsAndParts()) -> pl.DataFrame:
-    """Per image and parameter (``IMAGE``): ``fop``, ``fop_precision``, ``fop_recall``."""
+    """Per image and parameter (``IMAGE``): ``fop``, ``fop_precision``, ``fop_recall``, from the cells and their
+    candidate flags (matched at ``params.area_percentile``)."""
     cells = cells.sort(*IMAGE, "annotator", "gt_region", "seg_region")
     bounds = group_bounds(cells, IMAGE)
     f, precision, recall = _fop(column_array(cells, "annotator", "int32"), column_array(cells, "seg_region", "int32"),
-                                column_array(cells, "gt_region", "int32"), column_array(cells, "n"), bounds,
-                                params.gamma_object, params.gamma_part, params.beta, params.area_percentile)
+                                column_array(cells, "gt_region", "int32"), column_array(cells, "n"),
+                                column_array(cells, "seg_candidate", "bool"),
+                                column_array(cells, "gt_candidate", "bool"), bounds,
+                                params.gamma_object, params.gamma_part, params.beta)
     return cells[bounds[:-1]].select(*IMAGE).with_columns(
         fop=pl.Series(f), fop_precision=pl.Series(precision), fop_recall=pl.Series(recall))
 
 
 @numba.njit(cache=True, nogil=True)
-def _candidates(area, image_area, area_percentile):
-    """Regions by decreasing area (ties: higher index first) while the fraction summed before them is below the
-    percentile (``fop.hpp``); regions of no valid pixel are never candidates."""
-    n_regions = area.size
-    key = area * n_regions + np.arange(n_regions)  # area, then index, both descending
-    order = np.argsort(-key)
-    candidate = np.zeros(n_regions, np.bool_)
-    cumulative = 0.0
-    for r in order:
-        if area[r] == 0:
-            continue
-        fraction = area[r] / image_area
-        candidate[r] = cumulative < area_percentile
-        cumulative += fraction
-    return candidate
-
-
-@numba.njit(cache=True, nogil=True)
-def _fop(annotator, seg_region, gt_region, n, bounds, gamma_object, gamma_part, beta, area_percentile):
+def _fop(annotator, seg_region, gt_region, n, seg_flag, gt_flag, bounds, gamma_object, gamma_part, beta):
     n_images = bounds.size - 1
     f_out = np.zeros(n_images)
     p_out = np.zeros(n_images)
@@ -75,16 +62,14 @@ def _fop(annotator, seg_region, gt_region, n, bounds, gamma_object, gamma_part, 
         lo, hi = bounds[g], bounds[g + 1]
         first = annotator[lo]
         n_seg = 0
-        image_area = 0
         for c in range(lo, hi):
             n_seg = max(n_seg, seg_region[c] + 1)
-            if annotator[c] == first:
-                image_area += n[c]
         seg_area = np.zeros(n_seg, np.int64)
+        seg_candidate = np.zeros(n_seg, np.bool_)
         for c in range(lo, hi):
+            seg_candidate[seg_region[c]] = seg_flag[c]
             if annotator[c] == first:  # the machine regions' areas from the first annotator's table
                 seg_area[seg_region[c]] += n[c]
-        seg_candidate = _candidates(seg_area, image_area, area_percentile)
         seg_class = np.zeros(n_seg, np.int8)
         seg_fragments = np.zeros(n_seg)
         n_annotators = 0
@@ -99,9 +84,10 @@ def _fop(annotator, seg_region, gt_region, n, bounds, gamma_object, gamma_part, 
                 end += 1
             n_annotators += 1
             gt_area = np.zeros(n_gt, np.int64)
+            gt_candidate = np.zeros(n_gt, np.bool_)
             for k in range(c, end):
                 gt_area[gt_region[k]] += n[k]
-            gt_candidate = _candidates(gt_area, image_area, area_percentile)
+                gt_candidate[gt_region[k]] = gt_flag[k]
             gt_class = np.zeros(n_gt, np.int8)
             gt_fragments = np.zeros(n_gt)
             for k in range(c, end):
