@@ -98,6 +98,47 @@ def write(out: Path, images, annotations, categories, detections, parquet: bool 
         detections.write_parquet(out / "dt.parquet")
 
 
+def write_chunked(out: Path, n_images: int, n_classes: int, gt_per_image: float, dets_per_image: int, seed: int = 0,
+                  chunk_images: int = 50000) -> tuple:
+    """A set of any size written a chunk of images at a time, never whole in memory: ``out/gt.json`` (COCO) and
+    ``out/dt.parquet`` (the results; no JSON copy). Chunk ``c`` is :func:`generate` of its images with seed
+    ``(seed, c)``, its image and annotation ids moved past the earlier chunks'. Returns (images, ground truths,
+    detections)."""
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    n_gt = n_dt = 0
+    images_part, annotations_part = out / "gt.images.part", out / "gt.annotations.part"
+    with open(images_part, "w") as images_file, open(annotations_part, "w") as annotations_file:
+        writer = None
+        for c, first in enumerate(range(0, n_images, chunk_images)):
+            size = min(chunk_images, n_images - first)
+            images, annotations, categories, detections = generate(size, n_classes, gt_per_image, dets_per_image,
+                                                                   seed=[seed, c])
+            images = images.with_columns(pl.col("id") + first, pl.format("{}.jpg", (pl.col("id") + first)
+                                                                         .cast(pl.String).str.zfill(12)).alias("file_name"))
+            annotations = annotations.with_columns(pl.col("id") + n_gt, pl.col("image_id") + first)
+            detections = detections.with_columns(pl.col("image_id") + first)
+            for handle, frame in ((images_file, images), (annotations_file, annotations)):
+                if frame.height:
+                    handle.write(("," if handle.tell() else "") + frame.write_json()[1:-1])
+            table = detections.to_arrow()
+            writer = writer or pq.ParquetWriter(out / "dt.parquet", table.schema)
+            writer.write_table(table)
+            n_gt, n_dt = n_gt + annotations.height, n_dt + detections.height
+        writer.close()
+    with open(out / "gt.json", "w") as handle:
+        for key, part in (("images", images_part), ("annotations", annotations_part)):
+            handle.write(("{" if key == "images" else ",") + f'"{key}":[')
+            with open(part) as source:
+                while block := source.read(1 << 24):
+                    handle.write(block)
+            handle.write("]")
+            part.unlink()
+        handle.write(',"categories":' + categories.write_json() + "}")
+    return n_images, n_gt, n_dt
+
+
 # named sets: their sizes are the defaults of the size options (an option given still wins)
 SHAPES = {"coco": {"images": 5000, "classes": 80, "gt_per_image": 7.3, "dets_per_image": 100},
           # Objects365 val: 80k images, 365 classes, ~15 boxes per image, ~1.2M results
@@ -126,7 +167,15 @@ def main(argv=None):
     add_size_arguments(parser)
     parser.add_argument("--parquet", action="store_true", help="also write the detections as dt.parquet")
     parser.add_argument("--out", type=Path, required=True, help="folder for gt.json and dt.json")
+    parser.add_argument("--chunk-images", type=int, default=0,
+                        help="write a chunk of this many images at a time (any size in bounded memory): gt.json and "
+                             "dt.parquet only")
     args = parse_sizes(parser, argv)
+    if args.chunk_images:
+        counts = write_chunked(args.out, args.images, args.classes, args.gt_per_image, args.dets_per_image,
+                               args.seed, args.chunk_images)
+        print(f"{args.out}: {counts[0]} images, {counts[1]} ground truths, {counts[2]} detections")
+        return
     tables = generate(args.images, args.classes, args.gt_per_image, args.dets_per_image, args.seed)
     write(args.out, *tables, parquet=args.parquet)
     print(f"{args.out}: {tables[0].height} images, {tables[1].height} ground truths, {tables[3].height} detections")

@@ -118,6 +118,11 @@ class RemotePath:
         with self.fs.open_output_stream(self.key) as stream:
             stream.write(text.encode())
 
+    def upload(self, local_file) -> None:
+        """Copy ``local_file`` to this key (streamed in parts)."""
+        with open(local_file, "rb") as source, self.fs.open_output_stream(self.key) as stream:
+            shutil.copyfileobj(source, stream, 8 << 20)
+
     def unlink(self, missing_ok: bool = False) -> None:
         if missing_ok and not self.exists():
             return

@@ -90,3 +90,39 @@ def test_evaluate_reuses_a_match_table_with_the_same_parameters(tmp_path):
     other = store.evaluate(CocoProtocol(max_dets=(1, 10, 50)))
     assert other.matches_dir != first.matches_dir
     assert other.matches_dir.name == "run=default" and other.matches_dir.parent.name.startswith("protocol=coco-")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_shard_writer_holds_frames_and_writes_a_row_group_per_flush(tmp_path, seed):
+    """Held frames reach each shard in the order they came, whatever the budget; a shard gets one row group per
+    flush (every frame with a budget of 0, one in all when everything is held to the end)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from evalengine.store.paths import shard_file
+    from evalengine.store.sharding import shard_of
+    from evalengine.store.shards import ShardWriter, scan_shards
+
+    rng = np.random.default_rng(seed)
+    frames = [pl.DataFrame({"image_id": rng.integers(1, 50, n), "det_id": np.arange(n) + 1000 * i,
+                            "score": rng.random(n)}) for i, n in enumerate(rng.integers(0, 300, 6))]
+    frame_bytes = max(f.to_arrow().nbytes for f in frames)
+    want = None
+    for budget in (0, 2 * frame_bytes - 1, 1 << 40):
+        folder = tmp_path / f"held{budget}"
+        with ShardWriter(folder, 5, dict(frames[0].schema), held_bytes=budget) as writer:
+            for frame in frames:
+                writer.write(frame)
+            assert writer.close() == sum(f.height for f in frames)
+        got = scan_shards(folder).collect().sort("shard", maintain_order=True)
+        assert got.drop("shard").sort("det_id").equals(pl.concat(frames).sort("det_id"))
+        assert got.group_by("shard").agg(pl.col("det_id").diff().min() > 0).get_column("det_id").fill_null(True).all()
+        assert (got.get_column("shard").to_numpy() == shard_of(got.get_column("image_id").to_numpy(), 5)).all()
+        want = got if want is None else want
+        assert got.equals(want)
+        groups = [pq.ParquetFile(shard_file(folder, k)).metadata.num_row_groups for k in range(5)]
+        if budget == 0:
+            assert groups == [sum(bool((shard_of(f.get_column("image_id").to_numpy(), 5) == k).any()) for f in frames)
+                              for k in range(5)]
+        elif budget == 1 << 40:
+            assert groups == [int(k in set(got.get_column("shard"))) for k in range(5)]
