@@ -45,7 +45,8 @@ from evalengine.io.json_read import read_json_objects
 from evalengine.io.json_results import Fallback, result_frames
 from evalengine.io.json_scan import CHUNK_BYTES, json_list_chunks, jsonl_chunks, list_sample
 from evalengine.io.json_text import TextError
-from evalengine.io.masks import SEGMENTATION, box_polygon, check_keypoints, masks, segmentation_text
+from evalengine.io.masks import (SEGMENTATION, box_polygon, check_keypoints, has_segmentation, masks,
+                                 segmentation_text)
 from evalengine.io.validate import BOX_COLUMNS, check_boxes, integers, listed, numbers, require, split_bbox
 
 FORMATS = (".json", ".jsonl", ".ndjson", ".parquet", ".csv")
@@ -231,8 +232,7 @@ def json_results(path: Path, masks: bool) -> Iterator[pl.DataFrame]:
     with closing(result_frames(path, not masks, CHUNK_BYTES)) as frames:
         for item in frames:
             if isinstance(item, Fallback):
-                fields = result_fields(path, masks) if item.offset == 0 else dict(RESULT_FIELDS)
-                yield from parsed_in_parallel(path, fields, "detection", start=item.offset or None,
+                yield from parsed_in_parallel(path, result_fields(path, masks), "detection", start=item.offset or None,
                                               first_row=item.rows)
                 return
             yield item
@@ -317,6 +317,7 @@ def _normalise(raw: pl.DataFrame, path: Path, offset: int, dataset: CocoDataset,
     if "segmentation" in frame.columns:
         frame = frame.with_columns(segmentation_text(pl.col("segmentation"), frame.schema["segmentation"],
                                                       json_reader=path.suffix.lower() != ".parquet"))
+    if has_segmentation(frame):
         made = box_polygon(*map(pl.col, BOX_COLUMNS)) if kind == "bbox" else None
         shaped = masks(frame, dataset.images, path, what, row, default_polygon=made)
         if kind == "segm":  # loadRes: a given box is kept, else the mask's

@@ -1,10 +1,10 @@
 """COCO box results parsed straight from the file's bytes into typed columns, by a numba kernel.
 
 The kernel reads the common shape of a result list — objects of ``image_id``, ``category_id`` (integers),
-``bbox`` (four numbers) and ``score`` (a number), with any other key holding a plain value, or a skipped
-``segmentation`` where masks are not read — and gives up (:data:`FAIL`) on anything else: another form of a value
-(``2.0`` as an id, ``null``, a list of another length, NaN, …), a repeated key, an escape in a key, non-ASCII text,
-keypoints, or a syntax error. The caller then reads the same bytes with the exact, located reader
+``bbox`` (four numbers) and ``score`` (a number), with any other key holding a plain value, and a ``segmentation``
+(:mod:`evalengine.io.json_segmentation`; skipped where masks are not read) — and gives up (:data:`FAIL`) on anything
+else: another form of a value (``2.0`` as an id, ``null``, a list of another length, NaN, …), a repeated key, an
+escape in a key, non-ASCII text, or a syntax error; a file holding keypoints is left to the exact reader whole. The caller then reads the same bytes with the exact, located reader
 (:mod:`evalengine.io.json_read`), so every accepted file gives the frame that reader gives, and every refused one
 its message.
 
@@ -13,6 +13,7 @@ Numbers are read as Python's json reads them (correctly rounded): by Clinger's f
 parser.
 """
 
+import mmap
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalengine.io.json_text import WHITESPACE, diagnose_list_end
-from evalengine.io.json_values import (FALSE, MANTISSA_DIGITS, NULL, TRUE, find, gather, number, runs_out,
-                                         skip_value, space, string_end)
+from evalengine.io.json_segmentation import INEXACT, end_row, outputs, parsed_columns, read_segmentation
+from evalengine.io.json_values import (FALSE, MANTISSA_DIGITS, NULL, TRUE, gather, number, runs_out, skip_value,
+                                         space, string_end)
 
 # what a parse ended on
 LIMIT, END, MORE, FAIL, SHAPES = 0, 1, 2, 3, 4
@@ -56,14 +58,16 @@ def _key(buf, start, end, key_bytes, key_starts):
 
 
 @numba.njit(cache=True, nogil=True)
-def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_, false_, null_):
+def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_, false_, null_, rows, store, used):
     """The result objects of a list from ``p`` (at an object, or whitespace before it) until the list ends or a ','
     ends at ``limit`` or after it: ``(status, position, object start, ids (n, 2), values (n, 5: x, y, w, h, score),
-    inexact (k, 3: start, end, n * column + row))``. ``status`` :data:`LIMIT` (``position``: after the ','),
+    inexact (k, 3: start, end, n * column + row), capacity, store)``; segmentations are read into ``rows``, ``store``
+    and ``used`` (:func:`evalengine.io.json_segmentation.read_segmentation`, the outputs of
+    :func:`~evalengine.io.json_segmentation.outputs` for at least ``capacity`` rows) unless skipped. ``status`` :data:`LIMIT` (``position``: after the ','),
     :data:`END` (at the list's ']'), :data:`MORE` (the buffer ends inside an object, which starts at ``position``),
     :data:`FAIL` or :data:`SHAPES` (at the object starting at ``object start``)."""
     n = buf.shape[0]
-    capacity = (n - p) // MIN_OBJECT_BYTES + 1
+    capacity = rows[0].shape[0]
     ids = np.empty((2, capacity), np.int64)
     values = np.empty((5, capacity), np.float64)
     inexact = np.empty((64, 3), np.int64)
@@ -156,7 +160,12 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
                 if p < 0:
                     broken = True
                     break
-            else:  # masks or keypoints: the exact reader reads them
+            elif k == _SEGMENTATION:
+                p, store = read_segmentation(buf, p, n, row, rows, store, used)
+                if p < 0:
+                    broken = True
+                    break
+            else:  # keypoints: the exact reader reads them
                 status = SHAPES
                 broken = True
                 break
@@ -174,6 +183,7 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
                 status = MORE
             p = start
             break
+        end_row(row, rows, used)
         row += 1
         p = space(buf, p, n)
         if p < n and buf[p] == 44:
@@ -190,27 +200,52 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
             p = start  # (the object may be followed by more of it: read it again with what follows)
             row -= 1
         break
-    return status, p, start, ids[:, :row], values[:, :row], inexact[:n_inexact], capacity
+    return status, p, start, ids[:, :row], values[:, :row], inexact[:n_inexact], capacity, store
 
 
-def parse(buf: np.ndarray, at: int, limit: int, skip_segmentation: bool) -> tuple:
+def parse(buf: np.ndarray, at: int, limit: int, masks: bool) -> tuple:
     """:func:`parse_results` of ``buf`` (uint8) from ``at``, its inexact numbers converted: ``(status, position,
-    object start, columns)`` with ``columns`` a dict of NumPy arrays (image_id, category_id, x, y, w, h, score)."""
-    status, position, start, ids, values, inexact, capacity = parse_results(
-        buf, at, limit, skip_segmentation, _KEY_BYTES, _KEY_STARTS, TRUE, FALSE, NULL)
-    inexact = inexact[inexact[:, 2] % capacity < values.shape[1]]  # not those of an object given up on
+    object start, columns)`` with ``columns`` a dict of NumPy arrays (image_id, category_id, x, y, w, h, score) and,
+    with ``masks``, the segmentations as :func:`evalengine.io.json_segmentation.parsed_columns`."""
+    rows, store, used = outputs((buf.shape[0] - at) // MIN_OBJECT_BYTES + 1)
+    status, position, start, ids, values, inexact, capacity, store = parse_results(
+        buf, at, limit, not masks, _KEY_BYTES, _KEY_STARTS, TRUE, FALSE, NULL, rows, store, used)
+    n = values.shape[1]
+    inexact = inexact[inexact[:, 2] % capacity < n]  # not those of an object given up on
     if len(inexact):
-        lengths = inexact[:, 1] - inexact[:, 0]
-        offsets = np.zeros(len(inexact) + 1, np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        data = gather(buf, inexact[:, 0], lengths, int(offsets[-1]))
-        texts = pa.StringArray.from_buffers(len(inexact), pa.py_buffer(offsets), pa.py_buffer(data))
-        converted = pc.cast(texts, pa.float64()).to_numpy()
-        if not np.isfinite(converted).all():  # 1e400: Python's json reads inf, which the exact reader refuses
+        converted = _converted(buf, inexact)
+        if converted is None:
             return FAIL, at, at, _columns(ids[:, :0], values[:, :0])
-        columns, rows = np.divmod(inexact[:, 2], capacity)
-        values[columns, rows] = converted
-    return status, position, start, _columns(ids, values)
+        columns, row = np.divmod(inexact[:, 2], capacity)
+        values[columns, row] = converted
+    columns = _columns(ids, values)
+    if masks:
+        form, size, chars_end, parts_end = rows[0][:n], rows[1][:, :n], rows[2][:n], rows[3][:n]
+        chars, numbers, part_ends, inexact = store
+        n_parts = int(parts_end[-1]) if n else 0
+        numbers = numbers[:part_ends[n_parts - 1] if n_parts else 0]
+        inexact = inexact[:used[INEXACT]]
+        inexact = inexact[inexact[:, 2] < len(numbers)]
+        if len(inexact):
+            converted = _converted(buf, inexact)
+            if converted is None:
+                return FAIL, at, at, _columns(ids[:, :0], values[:, :0])
+            numbers[inexact[:, 2]] = converted
+        chars = chars[:chars_end[-1] if n else 0]
+        columns.update(parsed_columns(form, size, chars, chars_end, numbers, part_ends[:n_parts], parts_end))
+    return status, position, start, columns
+
+
+def _converted(buf: np.ndarray, inexact: np.ndarray) -> np.ndarray | None:
+    """The numbers of the spans ``inexact[:, 0:2]`` of ``buf``, by Arrow's correctly rounded parser; None where one
+    is not finite (1e400: Python's json reads inf, which the exact reader refuses)."""
+    lengths = inexact[:, 1] - inexact[:, 0]
+    offsets = np.zeros(len(inexact) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    data = gather(buf, inexact[:, 0], lengths, int(offsets[-1]))
+    texts = pa.StringArray.from_buffers(len(inexact), pa.py_buffer(offsets), pa.py_buffer(data))
+    converted = pc.cast(texts, pa.float64()).to_numpy()
+    return converted if np.isfinite(converted).all() else None
 
 
 def _columns(ids: np.ndarray, values: np.ndarray) -> dict:
@@ -231,22 +266,25 @@ _PARALLEL_BYTES = 2**20  # a block this long is parsed in two pieces, on two thr
 
 
 def result_frames(path: Path, skip_segmentation: bool, block_bytes: int) -> Iterator:
-    """Frames (image_id, category_id, x, y, w, h, score) of the COCO result list in the file, read in blocks of
-    ``block_bytes``, each on two threads; the last item is a :class:`Fallback` where the kernel gave up (the file is
-    then to be read from there by the exact reader). A file larger than a block is first searched for keypoints (and
-    masks, unless ``skip_segmentation``), which the exact reader reads: then nothing is yielded but the fallback."""
+    """Frames (image_id, category_id, x, y, w, h, score, and where the file holds a ``"segmentation"`` key and
+    masks are not skipped, the segmentations as :func:`evalengine.io.json_segmentation.parsed_columns`) of the COCO
+    result list in the file, read in blocks of ``block_bytes``, each on two threads; the last item is a
+    :class:`Fallback` where the kernel gave up (the file is then to be read from there by the exact reader). A file
+    that holds a ``"keypoints"`` key is read by the exact reader: then nothing is yielded but the fallback."""
     size = path.stat().st_size
     with open(path, "rb") as handle, ThreadPoolExecutor(max_workers=1) as pool:
         buf = handle.read(block_bytes)
         at = len(buf) - len(buf.lstrip(WHITESPACE))
-        if buf[at:at + 1] != b"[" or size > block_bytes and _has_shape_keys(path, skip_segmentation, block_bytes):
+        keypoints, segmentation = _keys_in(path, buf, size)
+        if buf[at:at + 1] != b"[" or keypoints:
             yield Fallback(0, 0)
             return
+        masks = segmentation and not skip_segmentation
         base, p, rows = 0, at + 1, 0
         while True:
             arr = np.frombuffer(buf, np.uint8)
             final = base + len(buf) >= size
-            for status, position, start, columns in _parse_block(buf, arr, p, pool, skip_segmentation):
+            for status, position, start, columns in _parse_block(buf, arr, p, pool, masks):
                 if status in (FAIL, SHAPES) or status == MORE and final:
                     if rows == 0:
                         yield Fallback(0, 0)
@@ -268,7 +306,7 @@ def result_frames(path: Path, skip_segmentation: bool, block_bytes: int) -> Iter
             diagnose_list_end(path, buf[last:] + tail, base + last, after_value=True)
 
 
-def _parse_block(buf: bytes, arr: np.ndarray, p: int, pool: ThreadPoolExecutor, skip_segmentation: bool) -> list:
+def _parse_block(buf: bytes, arr: np.ndarray, p: int, pool: ThreadPoolExecutor, masks: bool) -> list:
     """The :func:`parse` results of a block (``buf``, as ``arr``) from ``p``: two pieces split at a '},' near the
     middle, parsed at once (the second on ``pool``'s thread), where the first ends there (the split is then between
     two results); else one."""
@@ -278,26 +316,21 @@ def _parse_block(buf: bytes, arr: np.ndarray, p: int, pool: ThreadPoolExecutor, 
         if split >= 0:
             comma = split + 1
             try:
-                second = pool.submit(parse, arr, comma + 1, n + 1, skip_segmentation)
+                second = pool.submit(parse, arr, comma + 1, n + 1, masks)
             except RuntimeError:  # no thread can be started (an address-space limit): one piece
-                return [parse(arr, p, n + 1, skip_segmentation)]
-            first = parse(arr, p, comma + 1, skip_segmentation)
+                return [parse(arr, p, n + 1, masks)]
+            first = parse(arr, p, comma + 1, masks)
             second = second.result()
             if first[0] == LIMIT and first[1] == comma + 1:
                 return [first, second]
-    return [parse(arr, p, n + 1, skip_segmentation)]
+    return [parse(arr, p, n + 1, masks)]
 
 
-def _has_shape_keys(path: Path, skip_segmentation: bool, block_bytes: int) -> bool:
-    """Whether the file holds the text of a keypoints key (or a segmentation key, unless ``skip_segmentation``)."""
-    keys = [b'"keypoints"'] + ([] if skip_segmentation else [b'"segmentation"'])
-    needles = [np.frombuffer(k, np.uint8) for k in keys]
-    overlap = max(len(k) for k in keys)
-    with open(path, "rb") as handle:
-        carry = b""
-        while block := handle.read(block_bytes):
-            text = np.frombuffer(carry + block, np.uint8)
-            if any(find(text, needle) for needle in needles):
-                return True
-            carry = block[-overlap:]
-    return False
+def _keys_in(path: Path, first: bytes, size: int) -> tuple:
+    """Whether the file (whose first block is ``first``) holds the text of a keypoints key, and of a segmentation
+    key, as :func:`evalengine.io.detections.result_fields` searches them: a file of boxes reads no mask columns."""
+    keys = (b'"keypoints"', b'"segmentation"')
+    if size <= len(first):
+        return tuple(first.find(key) >= 0 for key in keys)
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return tuple(view.find(key) >= 0 for key in keys)

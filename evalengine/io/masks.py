@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from evalengine import schema
 from evalengine.errors import InputError
 from evalengine.io import rle
+from evalengine.io.json_segmentation import COLUMNS as PARSED, COMPRESSED, POLYGONS, UNCOMPRESSED
 
 SEGMENTATION = pl.String  # how a segmentation is read: its JSON text, until its form is known
 _POLYGON = pl.List(pl.List(pl.Float64))
@@ -78,30 +79,55 @@ def segmentation_text(column: pl.Expr, dtype, json_reader: bool) -> pl.Expr:
 
 def masks(frame: pl.DataFrame, images: pl.DataFrame, path, what: str, row: pl.Expr,
           default_polygon: pl.Expr | None = None) -> Masks:
-    """The masks of ``frame``'s ``segmentation`` (JSON text, null for none) in the size of each row's image; rows
-    without one get ``default_polygon`` (a ``List(List(Float64))`` expression over the frame) if given, else no mask.
-    ``what`` and ``row`` name a row in errors (``annotation`` / ``pl.col('id')``)."""
+    """The masks of ``frame``'s ``segmentation`` (JSON text, null for none; or the parsed columns of
+    :func:`evalengine.io.json_segmentation.parsed_columns`) in the size of each row's image; rows without one get
+    ``default_polygon`` (a ``List(List(Float64))`` expression over the frame) if given, else no mask. ``what`` and
+    ``row`` name a row in errors (``annotation`` / ``pl.col('id')``)."""
     sizes = images.select("image_id", pl.col("height").alias("_h"), pl.col("width").alias("_w"))
     frame = (frame.with_row_index("_row").join(sizes, on="image_id", how="left", maintain_order="left")
-             .with_columns(row.alias("_id"), pl.col("segmentation").str.strip_chars_start().str.slice(0, 1)
-                           .alias("_opens")))
-    shaped = frame if default_polygon is not None else frame.filter(pl.col("segmentation").is_not_null())
-    _reject(shaped, pl.col("_h").is_null() | pl.col("_w").is_null(), path, what,
-            "its image has no 'height' and 'width', which its mask needs")
-    _reject(shaped, ~pl.col("_opens").is_in(["[", "{"]), path, what,
+             .with_columns(row.alias("_id")))
+    parsed = PARSED[COMPRESSED] in frame.columns
+    has = (pl.any_horizontal(pl.col(c).is_not_null() for c in PARSED.values()) if parsed
+           else pl.col("segmentation").is_not_null())
+    _reject(frame if default_polygon is not None else frame.filter(has), pl.col("_h").is_null() | pl.col("_w").is_null(),
+            path, what, "its image has no 'height' and 'width', which its mask needs")
+    polygon, compressed, uncompressed = (_parsed if parsed else _read)(frame, path, what)
+    if default_polygon is not None:
+        made = frame.filter(~has).with_columns(default_polygon.alias("polygon"))
+        polygon = pl.concat([polygon, made.select(polygon.columns)]).sort("_row")
+    parts = [_polygon_masks(polygon, path, what), _rle_masks(uncompressed, "uncompressed", path, what),
+             _rle_masks(compressed, "compressed", path, what)]
+    return _assembled(frame, polygon, parts)
+
+
+def _read(frame: pl.DataFrame, path, what: str) -> tuple:
+    """``(polygon rows, compressed RLE rows, uncompressed RLE rows)`` of JSON texts, decoded (the rows with
+    ``polygon`` or ``_rle``)."""
+    opens = pl.col("segmentation").str.strip_chars_start().str.slice(0, 1)
+    frame = frame.with_columns(opens.alias("_opens"))
+    _reject(frame.filter(pl.col("segmentation").is_not_null()), ~pl.col("_opens").is_in(["[", "{"]), path, what,
             "'segmentation' is neither a polygon list nor an RLE {size, counts}")
     polygon = frame.filter(pl.col("_opens") == "[")
-    polygon = polygon.with_columns(_decoded(polygon, _POLYGON, path, what).alias("polygon"))
-    if default_polygon is not None:
-        made = frame.filter(pl.col("segmentation").is_null()).with_columns(default_polygon.alias("polygon"))
-        polygon = pl.concat([polygon, made.select(polygon.columns)]).sort("_row")
+    polygon = polygon.with_columns(_decoded(polygon, _POLYGON, path, what).alias("polygon")).drop("_opens")
     dicts = frame.filter(pl.col("_opens") == "{")
     listed = pl.col("segmentation").str.contains(r'"counts"\s*:\s*\[')
-    parts = [_polygon_masks(polygon, path, what)]
-    for kind, rows in (("uncompressed", dicts.filter(listed)), ("compressed", dicts.filter(~listed))):
-        rows = rows.with_columns(_decoded(rows, _RLE[kind], path, what).alias("_rle"))
-        parts.append(_rle_masks(rows, kind, path, what))
-    return _assembled(frame, polygon, parts)
+    rle_rows = []
+    for kind, rows in (("compressed", dicts.filter(~listed)), ("uncompressed", dicts.filter(listed))):
+        rle_rows.append(rows.with_columns(_decoded(rows, _RLE[kind], path, what).alias("_rle")))
+    return polygon, *rle_rows
+
+
+def has_segmentation(frame: pl.DataFrame) -> bool:
+    """Whether ``frame`` holds segmentations: a ``segmentation`` column, or the parsed ones."""
+    return "segmentation" in frame.columns or PARSED[COMPRESSED] in frame.columns
+
+
+def _parsed(frame: pl.DataFrame, *_) -> tuple:
+    """:func:`_read` of the parsed columns (``segmentation_polygon``, …): nothing left to decode."""
+    polygon = frame.filter(pl.col(PARSED[POLYGONS]).is_not_null()).rename({PARSED[POLYGONS]: "polygon"})
+    compressed, uncompressed = (frame.filter(pl.col(PARSED[k]).is_not_null()).rename({PARSED[k]: "_rle"})
+                                for k in (COMPRESSED, UNCOMPRESSED))
+    return polygon, compressed, uncompressed
 
 
 def _decoded(rows: pl.DataFrame, dtype, path, what: str) -> pl.Series:

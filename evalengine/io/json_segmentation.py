@@ -1,0 +1,246 @@
+"""A COCO ``segmentation`` value read straight from JSON bytes by numba (the masks of
+:mod:`evalengine.io.json_results`), and the parsed columns it gives (:func:`parsed_columns`).
+
+The forms read are pycocotools' three: a polygon list (``[[x, y, …], …]``, possibly ``[]``), a compressed RLE
+``{"size": [h, w], "counts": "…"}`` (the string's ``\\\\`` escapes unescaped) and an uncompressed one (``counts`` a
+list of integers). Anything else (``null``, another key, a repeated one, another escape, a number of another form in
+``size`` or ``counts``, a nested value in a polygon) is given up on: the exact reader then reads it and says what is
+wrong. The values are left as given; :func:`evalengine.io.masks.masks` checks them (odd polygons, sizes, sums)
+against the images, with the same messages for either reader.
+"""
+
+import numba
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from evalengine.io import json_values
+from evalengine.io.json_values import plain_end, space, string_end
+from evalengine.io.rle import reserve
+
+# json_values.number, called rather than inlined (it is inlined in the box kernel): inlining it at these call sites
+# made the kernel take minutes to compile, and masks hold few numbers
+number = numba.njit(cache=True, nogil=True)(json_values.number.py_func)
+
+# a row's form
+NO_MASK, POLYGONS, COMPRESSED, UNCOMPRESSED = 0, 1, 2, 3
+# the counters of :func:`read_segmentation`'s growing outputs
+CHARS, NUMBERS, PARTS, INEXACT = 0, 1, 2, 3
+_MAX_INTEGER = 2**53  # counts and sizes are kept in float64 / int64: exact below this
+_SIZE, _COUNTS = np.frombuffer(b"size", np.uint8).copy(), np.frombuffer(b"counts", np.uint8).copy()
+# the parsed columns (:func:`parsed_columns`), by form
+COLUMNS = {POLYGONS: "segmentation_polygon", COMPRESSED: "segmentation_rle", UNCOMPRESSED: "segmentation_rle_counts"}
+
+
+def outputs(capacity: int) -> tuple:
+    """Empty ``(rows, store, used)`` for :func:`read_segmentation` over at most ``capacity`` rows."""
+    rows = (np.zeros(capacity, np.int8), np.zeros((2, capacity), np.int64), np.zeros(capacity, np.int64),
+            np.zeros(capacity, np.int64))
+    store = (np.empty(1024, np.uint8), np.empty(256), np.empty(64, np.int64), np.empty((16, 3), np.int64))
+    return rows, store, np.zeros(4, np.int64)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _is(buf, start, end, word):
+    if end - start != word.shape[0]:
+        return False
+    for i in range(word.shape[0]):
+        if buf[start + i] != word[i]:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _number_list(buf, p, n, store, used, integers):
+    """The list of numbers at ``p`` (after its '[') appended to ``store``'s numbers as one part: ``(end, store)``,
+    end -1 where it is not one. Polygon coordinates beyond Clinger's fast path are noted as inexact (the text's
+    ``start, end`` and the number's index); ``integers``: counts, each an integer below 2**53."""
+    chars, numbers, part_ends, inexact = store
+    p = space(buf, p + 1, n)
+    if p < n and buf[p] == 93:
+        p += 1
+    else:
+        while True:
+            p = space(buf, p, n)
+            at = p
+            p, integer, whole, value, exact = number(buf, p, n)
+            if p < 0:
+                return -1, (chars, numbers, part_ends, inexact)
+            if integers and not (integer and exact and abs(whole) < _MAX_INTEGER):
+                return -1, (chars, numbers, part_ends, inexact)
+            numbers = reserve(numbers, used[NUMBERS], 1)
+            numbers[used[NUMBERS]] = whole if integers else value
+            if not exact:
+                if used[INEXACT] == inexact.shape[0]:
+                    grown = np.empty((2 * inexact.shape[0], 3), np.int64)
+                    grown[:used[INEXACT]] = inexact
+                    inexact = grown
+                inexact[used[INEXACT], 0], inexact[used[INEXACT], 1] = at, p
+                inexact[used[INEXACT], 2] = used[NUMBERS]
+                used[INEXACT] += 1
+            used[NUMBERS] += 1
+            p = space(buf, p, n)
+            if p < n and buf[p] == 44:
+                p += 1
+                continue
+            if p < n and buf[p] == 93:
+                p += 1
+                break
+            return -1, (chars, numbers, part_ends, inexact)
+    part_ends = reserve(part_ends, used[PARTS], 1)
+    part_ends[used[PARTS]] = used[NUMBERS]
+    used[PARTS] += 1
+    return p, (chars, numbers, part_ends, inexact)
+
+
+@numba.njit(cache=True, nogil=True)
+def _counts_string(buf, p, n, store, used):
+    """The compressed counts string at ``p`` (at its quote) appended to ``store``'s characters, its ``\\\\``
+    unescaped: ``(end, store)``, end -1 for another escape, a control character or a non-ASCII byte."""
+    chars, numbers, part_ends, inexact = store
+    m, q = used[CHARS], p + 1
+    while True:
+        e = plain_end(buf, q, n)
+        chars = reserve(chars, m, e - q + 1)
+        chars[m:m + e - q] = buf[q:e]
+        m += e - q
+        if e + 1 < n and buf[e] == 92 and buf[e + 1] == 92:
+            chars[m] = 92
+            m, q = m + 1, e + 2
+            continue
+        if e < n and buf[e] == 34:
+            used[CHARS] = m
+            return e + 1, (chars, numbers, part_ends, inexact)
+        return -1, (chars, numbers, part_ends, inexact)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _next_item(buf, p, n, close):
+    """After an item ending at ``p`` (-1: none) of a list or object closed by ``close``: ``(position, closed)``, the
+    position after the ',' and whitespace, or after the closing byte; -1 for anything else."""
+    if p < 0:
+        return -1, False
+    p = space(buf, p, n)
+    if p < n and buf[p] == 44:
+        return space(buf, p + 1, n), False
+    if p < n and buf[p] == close:
+        return p + 1, True
+    return -1, False
+
+
+@numba.njit(cache=True, nogil=True)
+def _rle(buf, p, n, row, rows, store, used):
+    """The RLE object at ``p`` (at its '{'): ``(end, store)``; ``size`` into ``rows``, the form into ``rows``."""
+    form, size = rows[0], rows[1]
+    seen = 0
+    p = space(buf, p + 1, n)
+    while True:
+        if p >= n or buf[p] != 34:
+            return -1, store
+        key_end = string_end(buf, p, n)
+        if key_end < 0:
+            return -1, store
+        k = 1 if _is(buf, p + 1, key_end - 1, _SIZE) else 2 if _is(buf, p + 1, key_end - 1, _COUNTS) else 0
+        if k == 0 or seen & k:
+            return -1, store
+        seen |= k
+        p = space(buf, key_end, n)
+        if p >= n or buf[p] != 58:
+            return -1, store
+        p = space(buf, p + 1, n)
+        if p >= n:
+            return -1, store
+        if k == 1:  # [h, w]
+            if buf[p] != 91:
+                return -1, store
+            p += 1
+            for j in range(2):
+                p = space(buf, p, n)
+                p, integer, whole, _, exact = number(buf, p, n)
+                if p < 0 or not integer or not exact or abs(whole) >= _MAX_INTEGER:
+                    return -1, store
+                size[j, row] = whole
+                p = space(buf, p, n)
+                if p >= n or buf[p] != (93 if j == 1 else 44):
+                    return -1, store
+                p += 1
+        elif buf[p] == 34:
+            form[row] = COMPRESSED
+            p, store = _counts_string(buf, p, n, store, used)
+        elif buf[p] == 91:
+            form[row] = UNCOMPRESSED
+            p, store = _number_list(buf, p, n, store, used, True)
+        else:
+            return -1, store
+        p, closed = _next_item(buf, p, n, 125)
+        if closed:
+            return (p if seen == 3 else -1), store
+        if p < 0:
+            return -1, store
+
+
+@numba.njit(cache=True, nogil=True)
+def read_segmentation(buf, p, n, row, rows, store, used):
+    """The segmentation value at ``p`` of result ``row``: ``(end, store)``, end -1 where it is given up on.
+
+    ``rows``: per row its form, ``size`` (2, rows), and where its characters and parts end (set by
+    :func:`end_row`); ``store``: the growing characters (uint8), numbers (float64), part ends (int64) and inexact
+    numbers; ``used``: how much of each is filled (:data:`CHARS`, …)."""
+    if p >= n:
+        return -1, store
+    if buf[p] == 123:
+        return _rle(buf, p, n, row, rows, store, used)
+    if buf[p] != 91:
+        return -1, store
+    rows[0][row] = POLYGONS
+    p = space(buf, p + 1, n)
+    if p < n and buf[p] == 93:
+        return p + 1, store
+    while True:
+        if p >= n or buf[p] != 91:
+            return -1, store
+        p, store = _number_list(buf, p, n, store, used, False)
+        p, closed = _next_item(buf, p, n, 93)
+        if closed or p < 0:
+            return p, store
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def end_row(row, rows, used):
+    """Where result ``row``'s characters and parts end (every row's, a row without a mask too)."""
+    rows[2][row], rows[3][row] = used[CHARS], used[PARTS]
+
+
+def parsed_columns(form: np.ndarray, size: np.ndarray, chars: np.ndarray, chars_end: np.ndarray,
+                   numbers: np.ndarray, part_ends: np.ndarray, parts_end: np.ndarray) -> dict:
+    """The rows' segmentations as the columns :func:`evalengine.io.masks.masks` reads (:data:`COLUMNS`), each null
+    where a row has another form: ``segmentation_polygon`` ``List(List(Float64))``, ``segmentation_rle`` ``{size:
+    List(Int64), counts: String}`` and ``segmentation_rle_counts`` ``{size, counts: List(Int64)}``, as JSON would
+    decode them. Row ``r``'s characters end at ``chars_end[r]``, its parts (polygons, or its counts as one part) at
+    ``parts_end[r]``, part ``k``'s numbers at ``part_ends[k]``."""
+    n = len(form)
+    columns = {}
+    part_offsets = np.concatenate([[0], part_ends]).astype(np.int64)
+    row_parts = np.concatenate([[0], parts_end]).astype(np.int64)
+    sizes = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
+                                     pa.array(np.ascontiguousarray(size.T).reshape(-1)))
+    for kind, name in COLUMNS.items():
+        here = form == kind
+        mask = pa.array(~here)
+        if kind == POLYGONS:
+            parts = pa.ListArray.from_arrays(pa.array(part_offsets), pa.array(numbers, pa.float64()))
+            array = pa.LargeListArray.from_arrays(pa.array(row_parts), parts, mask=mask)
+        elif kind == COMPRESSED:
+            bounds = np.concatenate([[0], chars_end]).astype(np.int64)
+            counts = pa.LargeStringArray.from_buffers(n, pa.py_buffer(bounds), pa.py_buffer(chars))
+            array = pa.StructArray.from_arrays([sizes, counts], names=["size", "counts"], mask=mask)
+        else:
+            ends = part_offsets[row_parts[1:]]
+            starts = np.where(here, part_offsets[row_parts[:-1]], ends)
+            lengths = ends - starts
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            taken = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+            counts = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(numbers[taken].astype(np.int64)))
+            array = pa.StructArray.from_arrays([sizes, counts], names=["size", "counts"], mask=mask)
+        columns[name] = pl.Series(name, array)
+    return columns
