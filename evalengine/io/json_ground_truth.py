@@ -80,6 +80,18 @@ _MAX_OTHER_KEYS = 16
 _BBOX_KEY = 3  # the box's position among the keys (:data:`_KNOWN`): every annotation needs one
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _whole(buf, start, end):
+    """``(fits, value)``: the integer at ``buf[start:end]`` if it is above -2**63 and below 2**63."""
+    value, negative = 0, buf[start] == 45
+    for i in range(start + negative, end):
+        digit = buf[i] - 48
+        if value > (2**63 - 1 - digit) // 10:
+            return False, 0
+        value = value * 10 + digit
+    return True, -value if negative else value
+
+
 @numba.njit(cache=True, nogil=True)
 def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int, n_float, n_bool, n_text,
                       size_key, counts_key):
@@ -143,13 +155,16 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
                 if boolean >= 0 or kind == _FLAG and literal(buf, p, n, FALSE) >= 0:
                     ints[slot, row], p = (1, boolean) if boolean >= 0 else (0, p + 5)
                 else:
+                    at = p
                     p, integer, whole, value, exact = number(buf, p, n)
+                    if p >= 0 and integer and not exact:  # beyond 2**53: the digits as they are
+                        exact, whole = _whole(buf, at, p)
                     if p < 0 or not exact:
                         broken = True
                         break
-                    if integer and abs(whole) < MANTISSA_DIGITS:
+                    if integer:
                         ints[slot, row] = whole
-                    elif not integer and value == np.floor(value) and abs(value) < 2.0**53:
+                    elif value == np.floor(value) and abs(value) < 2.0**53:
                         ints[slot, row] = np.int64(value)  # pycocotools compares ids with ==: 2.0 is 2
                     else:
                         broken = True
