@@ -10,8 +10,7 @@ and gives up on anything else (``null`` where a box is needed, a repeated or esc
 an overflowing number, a syntax error): :func:`annotation_columns` then returns None and the exact reader reads the
 file, so every accepted file gives the exact reader's columns and every refused one its located message.
 
-Numbers are read as Python's json reads them: Clinger's fast path (:mod:`evalengine.io.json_values`), other numbers
-handed back as text and converted by Arrow's correctly rounded parser.
+Numbers are read as Python's json reads them (:mod:`evalengine.io.json_values`; others by Arrow's correct rounding).
 """
 
 import json
@@ -28,8 +27,8 @@ import pyarrow.compute as pc
 from evalengine import schema
 from evalengine.io.json_results import _key
 from evalengine.io.json_scan import list_sample, value_end
-from evalengine.io.json_values import (FALSE, MANTISSA_DIGITS, NULL, TRUE, gather, literal, number,
-                                       segmentation_end, skip_value, space, string_end)
+from evalengine.io.json_values import (FALSE, NULL, TRUE, gather, literal, number, segmentation_end, skip_value,
+                                       space, string_end, whole_integer)
 from evalengine.io.masks import SEGMENTATION
 
 ANNOTATION = pl.Struct(
@@ -80,18 +79,6 @@ _MAX_OTHER_KEYS = 16
 _BBOX_KEY = 3  # the box's position among the keys (:data:`_KNOWN`): every annotation needs one
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _whole(buf, start, end):
-    """``(fits, value)``: the integer at ``buf[start:end]`` if it is above -2**63 and below 2**63."""
-    value, negative = 0, buf[start] == 45
-    for i in range(start + negative, end):
-        digit = buf[i] - 48
-        if value > (2**63 - 1 - digit) // 10:
-            return False, 0
-        value = value * 10 + digit
-    return True, -value if negative else value
-
-
 @numba.njit(cache=True, nogil=True)
 def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int, n_float, n_bool, n_text,
                       size_key, counts_key):
@@ -106,8 +93,7 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
     ints, int_given = np.empty((n_int, capacity), np.int64), np.empty((n_int, capacity), np.bool_)
     floats, float_given = np.empty((n_float, capacity), np.float64), np.empty((n_float, capacity), np.bool_)
     bools, bool_given = np.empty((n_bool, capacity), np.bool_), np.empty((n_bool, capacity), np.bool_)
-    texts = np.empty((n_text, capacity, 2), np.int64)
-    inexact = np.empty((64, 4), np.int64)
+    texts, inexact = np.empty((n_text, capacity, 2), np.int64), np.empty((64, 4), np.int64)
     other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
     n_inexact, row, status = 0, 0, FAIL
     while True:
@@ -158,7 +144,7 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
                     at = p
                     p, integer, whole, value, exact = number(buf, p, n)
                     if p >= 0 and integer and not exact:  # beyond 2**53: the digits as they are
-                        exact, whole = _whole(buf, at, p)
+                        exact, whole = whole_integer(buf, at, p)
                     if p < 0 or not exact:
                         broken = True
                         break
@@ -331,8 +317,8 @@ _PIECE_BYTES = 2**20  # an annotation list is cut in pieces of at least this siz
 
 def _parse_list(table: _Table, data: bytes, buf: np.ndarray, p: int) -> tuple | None:
     """``(frame, box, end)``: the annotation list at ``p`` (its '[') parsed in pieces on every core (see
-    :meth:`_Table.frame`), and the position after its ']'; None where the kernel gives up. The pieces are cut after a '},' followed by '{'; a piece is kept when the
-    one before it ended exactly there (the cut was between two annotations), else the rest is parsed in one piece."""
+    :meth:`_Table.frame`), and the position after its ']'; None where the kernel gives up. Pieces are cut after a '},'
+    before a '{'; one is kept when the one before ended there (a cut between two annotations), else the rest is one."""
     n = len(buf)
     if p >= n or buf[p] != 91:
         return None

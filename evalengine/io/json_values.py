@@ -367,3 +367,15 @@ def segmentation_end(buf, p, n, size_key, counts_key):
             p = space(buf, p + 1, n)
             continue
         return p + 1 if p < n and buf[p] == 125 and seen == 3 else -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def whole_integer(buf, start, end):
+    """``(fits, value)``: the integer at ``buf[start:end]`` if it is above -2**63 and below 2**63."""
+    value, negative = 0, buf[start] == 45
+    for i in range(start + negative, end):
+        digit = buf[i] - 48
+        if value > (2**63 - 1 - digit) // 10:
+            return False, 0
+        value = value * 10 + digit
+    return True, -value if negative else value
