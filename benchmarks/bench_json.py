@@ -1,4 +1,5 @@
-"""The JSON floor: the fastest parses of a COCO result file's bytes on this machine, beside evalengine's reader.
+"""The JSON floor: the fastest parses of a COCO result file's bytes on this machine, beside evalengine's reader
+(``--file gt``: of the ground-truth file, beside evalengine's ground-truth kernel and its whole reader).
 
 Each parser reads the same bytes already in memory (the file read is not timed); best of ``--repeat`` for wall and
 CPU time (user + system of the process, every thread). Parsers: orjson and msgspec (Python objects; msgspec also into
@@ -8,6 +9,7 @@ typed Structs), pysimdjson (its tape only, no values), Polars' JSON reader, Pola
 columns checked against the ground truth, from the file).
 
     python benchmarks/bench_json.py benchmarks/out/coco_5000img_80cls_100det
+    python benchmarks/bench_json.py benchmarks/out/coco_80000img_365cls_15det --file gt
 """
 
 import argparse
@@ -27,10 +29,9 @@ def _timed(function, repeat: int) -> tuple:
     return min(walls), min(cpus)
 
 
-def parsers(data: bytes, folder: Path) -> dict:
-    """``{name: function}`` of every installed parser, each reading ``data``."""
-    import numpy as np
-
+def _general(data: bytes, typed_schema) -> dict:
+    """orjson, msgspec (as Python objects, and typed by ``typed_schema(msgspec)``: the type to decode into) and
+    pysimdjson's tape on ``data``, those installed."""
     found = {}
     try:
         import orjson
@@ -39,14 +40,7 @@ def parsers(data: bytes, folder: Path) -> dict:
         pass
     try:
         import msgspec
-
-        class Result(msgspec.Struct):
-            image_id: int
-            category_id: int
-            bbox: list[float]
-            score: float
-
-        typed = msgspec.json.Decoder(list[Result])
+        typed = msgspec.json.Decoder(typed_schema(msgspec))
         found["msgspec.json.decode"] = lambda: msgspec.json.decode(data)
         found["msgspec, typed Structs"] = lambda: typed.decode(data)
     except ImportError:
@@ -56,6 +50,41 @@ def parsers(data: bytes, folder: Path) -> dict:
         found["pysimdjson parse (tape only)"] = lambda: simdjson.Parser().parse(data)
     except ImportError:
         pass
+    return found
+
+
+def _results_type(msgspec):
+    class Result(msgspec.Struct):
+        image_id: int
+        category_id: int
+        bbox: list[float]
+        score: float
+
+    return list[Result]
+
+
+def _ground_truth_type(msgspec):
+    class Annotation(msgspec.Struct):
+        id: int
+        image_id: int
+        category_id: int
+        bbox: list[float]
+        area: float = 0.0
+        iscrowd: int = 0
+
+    class GroundTruth(msgspec.Struct):
+        images: list[dict]
+        annotations: list[Annotation]
+        categories: list[dict]
+
+    return GroundTruth
+
+
+def parsers(data: bytes, folder: Path) -> dict:
+    """``{name: function}`` of every installed parser, each reading ``data``."""
+    import numpy as np
+
+    found = _general(data, _results_type)
     import polars as pl
     import pyarrow.json as pa_json
 
@@ -78,15 +107,33 @@ def parsers(data: bytes, folder: Path) -> dict:
     return found
 
 
+def ground_truth_parsers(data: bytes, folder: Path) -> dict:
+    """``{name: function}`` of every installed parser, each reading ``data`` (a COCO ground truth)."""
+    found = _general(data, _ground_truth_type)
+    import polars as pl
+
+    from evalengine.io.coco import read_coco_gt
+    from evalengine.io.json_ground_truth import annotation_columns
+
+    found["polars.read_json"] = lambda: pl.read_json(io.BytesIO(data))
+    found["evalengine annotation_columns (kernel, every core, from the file)"] = lambda: annotation_columns(
+        folder / "gt.json")
+    found["evalengine read_coco_gt (checked tables, from the file)"] = lambda: read_coco_gt(folder / "gt.json")
+    found["evalengine read_coco_gt, exact reader alone"] = lambda: read_coco_gt(folder / "gt.json", kernel=False)
+    return found
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder", type=Path, help="a folder of bench_coco.py (gt.json, dt.json)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--file", choices=["dt", "gt"], default="dt", help="the result file (dt) or ground truth (gt)")
     args = parser.parse_args(argv)
-    data = (args.folder / "dt.json").read_bytes()
-    print(f"{args.folder / 'dt.json'}: {len(data) / 2**20:.0f} MiB; load average {os.getloadavg()[0]:.1f}\n")
+    path = args.folder / f"{args.file}.json"
+    data = path.read_bytes()
+    print(f"{path}: {len(data) / 2**20:.0f} MiB; load average {os.getloadavg()[0]:.1f}\n")
     print("| parser | wall s | CPU s |\n|---|---|---|")
-    for name, function in parsers(data, args.folder).items():
+    for name, function in (parsers if args.file == "dt" else ground_truth_parsers)(data, args.folder).items():
         function()  # warm (numba's cache, allocator)
         wall, cpu = _timed(function, args.repeat)
         print(f"| {name} | {wall:.3f} | {cpu:.3f} |", flush=True)

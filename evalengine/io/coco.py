@@ -6,7 +6,6 @@ names the file and the offending id or row; input that pycocotools accepts but t
 mistake raises an :class:`~evalengine.errors.InputWarning` instead.
 """
 
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,26 +14,13 @@ import polars as pl
 
 from evalengine import schema
 from evalengine.errors import InputError, InputWarning, ZeroIdWarning, first_line
+from evalengine.io.json_ground_truth import ANNOTATION, annotation_columns, extra_annotation_fields
 from evalengine.io.json_read import read_json_list
-from evalengine.io.json_scan import list_sample, read_span, top_level_values
+from evalengine.io.json_scan import read_span, top_level_values
 from evalengine.io.json_text import Piece, line_column, parse_values
 from evalengine.io.masks import SEGMENTATION, check_keypoints, masks, segmentation_text
 from evalengine.io.validate import check_boxes, integers, listed, require, split_bbox, unique
 
-_ANNOTATION = pl.Struct(
-    {
-        "id": pl.Int64,
-        "image_id": pl.Int64,
-        "category_id": pl.Int64,
-        "bbox": pl.List(pl.Float64),
-        "area": pl.Float64,
-        "iscrowd": pl.Int64,
-        "ignore": pl.Int64,
-        "difficult": pl.Int64,
-        "segmentation": SEGMENTATION,
-        **schema.GT_KEYPOINTS,
-    }
-)
 RESULT_FIELDS = {"image_id": pl.Int64, "category_id": pl.Int64, "bbox": pl.List(pl.Float64), "score": pl.Float64}
 # the fields of images and categories the store types itself (others are kept with the type their values have)
 _IMAGE_FIELDS = {"id": pl.Int64, "width": pl.Int64, "height": pl.Int64, "file_name": pl.String}
@@ -78,7 +64,7 @@ def _with_id(frame: pl.DataFrame, path: Path, what: str, table_schema: dict) -> 
     return frame.select(first + [c for c in frame.columns if c not in first])
 
 
-def read_coco_gt(path) -> CocoDataset:
+def read_coco_gt(path, kernel: bool = True) -> CocoDataset:
     """Read a COCO ground-truth file (``images``, ``annotations``, ``categories``).
 
     pycocotools conventions kept: ``area`` is the annotation's field (the segmentation area for COCO);
@@ -86,6 +72,9 @@ def read_coco_gt(path) -> CocoDataset:
     (0/1 or a boolean, as VOC→COCO converters that keep the flag write it) is the VOC protocol's difficult flag;
     mmdetection's converter writes difficult objects as ``iscrowd: 1`` and Detectron's VOC files as ``ignore: 1``
     instead, which the VOC protocol does not read as difficult (see :mod:`evalengine.io.voc`).
+
+    The annotations are parsed by the kernel of :mod:`evalengine.io.json_ground_truth` where it can (``kernel=False``:
+    the exact reader alone, which gives the same tables and errors), the rest by the exact reader.
     """
     path = Path(path)
     if path.is_dir():
@@ -94,7 +83,8 @@ def read_coco_gt(path) -> CocoDataset:
                          f"{path}: a folder, where a COCO ground-truth JSON file is expected")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    spans = top_level_values(path)
+    parsed = annotation_columns(path) if kernel else None
+    spans = parsed[0] if parsed else top_level_values(path)
     for key in ("images", "annotations", "categories"):
         if key not in spans:
             raise InputError(f"{path}: missing the top-level list '{key}'")
@@ -118,15 +108,19 @@ def read_coco_gt(path) -> CocoDataset:
     if not categories.height:
         raise InputError(f"{path}: 'categories' is empty, so there is nothing to evaluate (pycocotools would report "
                          "-1 for every metric)")
-    extra = _extra_annotation_fields(path, spans["annotations"])
-    gt = (read_json_list(path, {**_ANNOTATION.to_schema(), **extra}, spans["annotations"], "annotation")
-          .rename(_stored_names(extra, _GT_OWN, path, "annotations"))
+    if parsed:
+        gt, extra = parsed[1], {c: t for c, t in parsed[1].schema.items() if c not in ANNOTATION.to_schema()}
+    else:
+        extra = extra_annotation_fields(path, spans["annotations"])
+        gt = read_json_list(path, {**ANNOTATION.to_schema(), **extra}, spans["annotations"], "annotation")
+    gt = (gt.rename(_stored_names(extra, _GT_OWN, path, "annotations"))
           .with_row_index("gt_order").with_columns(pl.col("gt_order").cast(pl.Int64)))
     require(gt, ["id"], path, "annotation at position", pl.col("gt_order") + 1)
     unique(gt, "id", path, "annotation")
     ann = pl.col("id")
     require(gt, ["image_id", "category_id"], path, "annotation", ann)
-    gt = split_bbox(gt, path, "annotation", ann)
+    # the kernel reads four numbers as the box, or gives up
+    gt = pl.concat([gt, parsed[2]], how="horizontal") if parsed else split_bbox(gt, path, "annotation", ann)
     check_boxes(gt, path, "annotation", ann)
     unknown = gt.filter(~pl.col("image_id").is_in(images.get_column("image_id").implode()))
     if unknown.height:
@@ -154,7 +148,7 @@ def read_coco_gt(path) -> CocoDataset:
             ZeroIdWarning,
             stacklevel=2,
         )
-    shapes = _shapes(gt, images, path)
+    shapes = _shapes(gt, images, path, raw_text=bool(parsed))
     gt = gt.select(
         pl.col("id").alias("gt_id"),
         "image_id",
@@ -175,41 +169,17 @@ def read_coco_gt(path) -> CocoDataset:
     return CocoDataset(images=images, categories=categories, gt=gt)
 
 
-_SCALAR_TYPES = {bool: pl.Boolean, int: pl.Int64, float: pl.Float64, str: pl.String}
-
-
-def _extra_annotation_fields(path: Path, span: tuple) -> dict:
-    """Scalar annotation fields beyond COCO's (e.g. ``occluded``, ``truncated``, a source tag), typed from
-    the first annotations. Nested fields (``segmentation``, ``keypoints``, …) are not stored yet."""
-    known = set(_ANNOTATION.to_schema()) | {"segmentation", "keypoints", "num_keypoints"}
-    types = {}
-    try:
-        sample = json.loads(list_sample(path, span))
-    except ValueError:  # malformed: the reader says where
-        sample = []
-    for ann in sample:
-        for name, value in ann.items() if isinstance(ann, dict) else ():
-            if name not in known and value is not None:
-                types.setdefault(name, set()).add(type(value))
-    fields = {}
-    for name, seen in types.items():
-        if seen <= {int, float} and float in seen:
-            fields[name] = pl.Float64
-        elif len(seen) == 1 and next(iter(seen)) in _SCALAR_TYPES:
-            fields[name] = _SCALAR_TYPES[next(iter(seen))]
-    return fields
-
-
 _GT_OWN = set(schema.GT) | set(schema.MASK) | set(schema.GT_KEYPOINTS) | {"shard"}
 
 
-def _shapes(gt: pl.DataFrame, images: pl.DataFrame, path: Path) -> pl.DataFrame:
+def _shapes(gt: pl.DataFrame, images: pl.DataFrame, path: Path, raw_text: bool) -> pl.DataFrame:
     """The mask columns (if an annotation has a ``segmentation``) and the keypoint columns (if one has ``keypoints``
     or ``num_keypoints``) of the annotations, in their order; none where no annotation has them (see
-    :data:`evalengine.schema.MASK`)."""
+    :data:`evalengine.schema.MASK`). ``raw_text``: a segmentation is its text in the file (the kernel's), else Polars'
+    JSON reader's."""
     columns = []
     if gt.get_column("segmentation").null_count() < gt.height:
-        text = gt.with_columns(segmentation_text(pl.col("segmentation"), SEGMENTATION, json_reader=True))
+        text = gt.with_columns(segmentation_text(pl.col("segmentation"), SEGMENTATION, json_reader=not raw_text))
         columns.append(masks(text, images, path, "annotation", pl.col("id")).columns)
     if any(gt.get_column(c).null_count() < gt.height for c in schema.GT_KEYPOINTS):
         check_keypoints(gt, path, "annotation", pl.col("id"))

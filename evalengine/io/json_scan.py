@@ -107,6 +107,31 @@ def _scan(block, state, offset, byte_class, every_event):
     return events[:n]
 
 
+@numba.njit(cache=True, nogil=True)
+def _value_end(buf, p, byte_class):
+    n = buf.shape[0]
+    if buf[p] != 91 and buf[p] != 123 and buf[p] != 34:  # a number or a literal: up to a separator or whitespace
+        while p < n and buf[p] != 44 and buf[p] != 125 and buf[p] != 93 and byte_class[buf[p]] != _SPACE:
+            p += 1
+        return p
+    depth, in_string, escaped = 0, 0, 0
+    for i in range(p, n):
+        cls = byte_class[buf[i]]
+        if cls == 0 or cls == _SPACE:
+            escaped = 0
+            continue
+        depth, in_string, escaped, _ = _step(cls, depth, in_string, escaped)
+        if depth == 0 and not in_string:
+            return i + 1
+    return -1
+
+
+def value_end(buf: np.ndarray, p: int) -> int:
+    """End of the JSON value starting at ``p`` of ``buf`` (uint8) as :func:`top_level_values` delimits it (strings and
+    nesting followed, the text inside not checked), or -1 where ``buf`` ends first."""
+    return int(_value_end(buf, p, _COMPACT_CLASS)) if p < len(buf) else -1
+
+
 def _events(block, state, offset, byte_class):
     """Every depth-1 event of ``block`` (see :func:`_scan`)."""
     return _scan(block, state, offset, byte_class, True)

@@ -1,0 +1,400 @@
+"""A COCO ground-truth file's annotations parsed straight from its bytes into typed columns, by a numba kernel.
+
+The top-level object is walked member by member: ``annotations`` is parsed by :func:`parse_annotations` (on every
+core, in pieces cut between two annotations), every other value only delimited, for the exact readers
+(:func:`evalengine.io.json_read.read_json_list`) to read as before. The kernel reads the common form of an annotation
+— ``id``, ``image_id``, ``category_id`` (integers; an integral float is one), ``bbox`` (four numbers), ``area``,
+``iscrowd`` / ``ignore`` / ``difficult`` (integers or booleans), a ``segmentation`` polygon list or RLE kept as its JSON
+text, the scalar fields typed from the first annotations (:func:`extra_annotation_fields`), any other key skipped —
+and gives up on anything else (``null`` where a box is needed, a repeated or escaped key, non-ASCII text, keypoints,
+an overflowing number, a syntax error): :func:`annotation_columns` then returns None and the exact reader reads the
+file, so every accepted file gives the exact reader's columns and every refused one its located message.
+
+Numbers are read as Python's json reads them (:mod:`evalengine.io.json_values`; others by Arrow's correct rounding).
+"""
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numba
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from evalengine import schema
+from evalengine.io.json_results import _key
+from evalengine.io.json_scan import list_sample, value_end
+from evalengine.io.json_values import (FALSE, NULL, TRUE, gather, literal, number, segmentation_end, skip_value,
+                                       space, string_end, whole_integer)
+from evalengine.io.masks import SEGMENTATION
+
+ANNOTATION = pl.Struct(
+    {
+        "id": pl.Int64,
+        "image_id": pl.Int64,
+        "category_id": pl.Int64,
+        "bbox": pl.List(pl.Float64),
+        "area": pl.Float64,
+        "iscrowd": pl.Int64,
+        "ignore": pl.Int64,
+        "difficult": pl.Int64,
+        "segmentation": SEGMENTATION,
+        **schema.GT_KEYPOINTS,
+    }
+)
+_SCALAR_TYPES = {bool: pl.Boolean, int: pl.Int64, float: pl.Float64, str: pl.String}
+
+
+def extra_annotation_fields(path: Path, span: tuple) -> dict:
+    """Scalar annotation fields beyond COCO's (e.g. ``occluded``, ``truncated``, a source tag), typed from
+    the first annotations. Nested fields (``segmentation``, ``keypoints``, …) are not stored yet."""
+    known = set(ANNOTATION.to_schema()) | {"segmentation", "keypoints", "num_keypoints"}
+    types = {}
+    try:
+        sample = json.loads(list_sample(path, span))
+    except ValueError:  # malformed: the reader says where
+        sample = []
+    for ann in sample:
+        for name, value in ann.items() if isinstance(ann, dict) else ():
+            if name not in known and value is not None:
+                types.setdefault(name, set()).add(type(value))
+    fields = {}
+    for name, seen in types.items():
+        if seen <= {int, float} and float in seen:
+            fields[name] = pl.Float64
+        elif len(seen) == 1 and next(iter(seen)) in _SCALAR_TYPES:
+            fields[name] = _SCALAR_TYPES[next(iter(seen))]
+    return fields
+
+
+# what a parse ended on (as :mod:`evalengine.io.json_results`)
+LIMIT, END, FAIL = 0, 1, 3
+# how a key's value is read; the slot is its column among those of its kind
+_INT, _FLAG, _FLOAT, _BBOX, _BOOL, _STRING, _SEGMENTATION, _REFUSE = range(8)
+MIN_ANNOTATION_BYTES = 40  # {"id":1,"image_id":1,"category_id":1,"bbox":[1,1,1,1]}: smaller ones miss a field
+_MAX_OTHER_KEYS = 16
+_BBOX_KEY = 3  # the box's position among the keys (:data:`_KNOWN`): every annotation needs one
+
+
+@numba.njit(cache=True, nogil=True)
+def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int, n_float, n_bool, n_text,
+                      size_key, counts_key):
+    """The annotation objects of a list from ``p`` until the list ends or a ',' ends at ``limit`` or after it:
+    ``(status, position, rows, ints, int_given, floats, float_given, bools, bool_given, texts, inexact)``, column by
+    column (``texts``: the (start, end) of a string's characters or a segmentation's text, -1 for none; ``inexact``:
+    (start, end, column, row) of the floats to convert). ``status`` :data:`LIMIT` (``position``: after the ','),
+    :data:`END` (at the list's ']') or :data:`FAIL`. Keys ``kinds[k]`` / ``slots[k]`` say how and where the value of
+    key ``k`` goes; the box is float columns 0–3."""
+    n = buf.shape[0]
+    capacity = (min(limit, n) - p) // MIN_ANNOTATION_BYTES + 16
+    ints, int_given = np.empty((n_int, capacity), np.int64), np.empty((n_int, capacity), np.bool_)
+    floats, float_given = np.empty((n_float, capacity), np.float64), np.empty((n_float, capacity), np.bool_)
+    bools, bool_given = np.empty((n_bool, capacity), np.bool_), np.empty((n_bool, capacity), np.bool_)
+    texts, inexact = np.empty((n_text, capacity, 2), np.int64), np.empty((64, 4), np.int64)
+    other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
+    n_inexact, row, status = 0, 0, FAIL
+    while True:
+        p = space(buf, p, n)
+        if p >= n or buf[p] != 123 or row == capacity:
+            break
+        int_given[:, row], float_given[:, row], bool_given[:, row], texts[:, row, 0] = False, False, False, -1
+        p, seen, n_other, broken = space(buf, p + 1, n), 0, 0, False
+        while True:
+            if p >= n or buf[p] != 34:
+                broken = True
+                break
+            key_end = string_end(buf, p, n)
+            if key_end < 0:
+                broken = True
+                break
+            k = _key(buf, p + 1, key_end - 1, key_bytes, key_starts)
+            if k < 0:  # another key: not given twice, no escape in it
+                for i in range(p + 1, key_end - 1):
+                    broken = broken or buf[i] == 92
+                for j in range(n_other):
+                    broken = broken or other_ends[j] - other_starts[j] == key_end - p and (
+                        buf[other_starts[j]:other_ends[j]] == buf[p:key_end]).all()
+                if broken or n_other == _MAX_OTHER_KEYS:
+                    broken = True
+                    break
+                other_starts[n_other], other_ends[n_other] = p, key_end
+                n_other += 1
+            elif seen & (1 << k):
+                broken = True
+                break
+            else:
+                seen |= 1 << k
+            p = space(buf, key_end, n)
+            if p >= n or buf[p] != 58:
+                broken = True
+                break
+            p = space(buf, p + 1, n)
+            kind, slot = (kinds[k], slots[k]) if k >= 0 else (-1, -1)
+            is_null = kind >= 0 and kind != _BBOX and literal(buf, p, n, NULL) >= 0
+            if is_null:
+                p += 4
+            elif kind == _INT or kind == _FLAG:
+                boolean = literal(buf, p, n, TRUE) if kind == _FLAG else -1
+                if boolean >= 0 or kind == _FLAG and literal(buf, p, n, FALSE) >= 0:
+                    ints[slot, row], p = (1, boolean) if boolean >= 0 else (0, p + 5)
+                else:
+                    at = p
+                    p, integer, whole, value, exact = number(buf, p, n)
+                    if p >= 0 and integer and not exact:  # beyond 2**53: the digits as they are
+                        exact, whole = whole_integer(buf, at, p)
+                    if p < 0 or not exact:
+                        broken = True
+                        break
+                    if integer:
+                        ints[slot, row] = whole
+                    elif value == np.floor(value) and abs(value) < 2.0**53:
+                        ints[slot, row] = np.int64(value)  # pycocotools compares ids with ==: 2.0 is 2
+                    else:
+                        broken = True
+                        break
+                int_given[slot, row] = True
+            elif kind == _FLOAT or kind == _BBOX:
+                count = 1
+                if kind == _BBOX:
+                    count = 4
+                    if p >= n or buf[p] != 91:
+                        broken = True
+                        break
+                    p += 1
+                for j in range(count):
+                    p = space(buf, p, n)
+                    at = p
+                    p, _, _, value, exact = number(buf, p, n)
+                    if p < 0:
+                        break
+                    floats[slot + j, row], float_given[slot + j, row] = value, True
+                    if not exact:
+                        if n_inexact == inexact.shape[0]:
+                            grown = np.empty((2 * n_inexact, 4), np.int64)
+                            grown[:n_inexact] = inexact
+                            inexact = grown
+                        inexact[n_inexact, 0], inexact[n_inexact, 1] = at, p
+                        inexact[n_inexact, 2], inexact[n_inexact, 3] = slot + j, row
+                        n_inexact += 1
+                    if kind == _BBOX:
+                        p = space(buf, p, n)
+                        if p >= n or buf[p] != (93 if j == 3 else 44):
+                            p = -1
+                            break
+                        p += 1
+            elif kind == _BOOL:
+                boolean = literal(buf, p, n, TRUE)
+                bools[slot, row], p = boolean >= 0, boolean if boolean >= 0 else literal(buf, p, n, FALSE)
+                bool_given[slot, row] = True
+            elif kind == _STRING:
+                end = string_end(buf, p, n) if p < n and buf[p] == 34 else -1
+                for i in range(p + 1, end - 1):
+                    end = -1 if buf[i] == 92 else end  # an escape: Python's json decodes it
+                texts[slot, row, 0], texts[slot, row, 1], p = p + 1, end - 1, end
+            elif kind == _SEGMENTATION:
+                end = segmentation_end(buf, p, n, size_key, counts_key) if p < n else -1
+                texts[slot, row, 0], texts[slot, row, 1], p = p, end, end
+            elif kind == _REFUSE:
+                p = -1
+            else:
+                p = skip_value(buf, p, n, TRUE, FALSE, NULL)
+            if p < 0:
+                broken = True
+                break
+            p = space(buf, p, n)
+            if p < n and buf[p] == 44:
+                p = space(buf, p + 1, n)
+                continue
+            if p < n and buf[p] == 125 and seen & 1 << _BBOX_KEY:
+                break
+            broken = True
+            break
+        if broken:
+            break
+        row += 1
+        p = space(buf, p + 1, n)
+        if p < n and buf[p] == 44:
+            p += 1
+            if p >= limit:
+                status = LIMIT
+                break
+            continue
+        if p < n and buf[p] == 93:
+            status = END
+        break
+    return (status, p, row, ints[:, :row], int_given[:, :row], floats[:, :row], float_given[:, :row],
+            bools[:, :row], bool_given[:, :row], texts[:, :row], inexact[:n_inexact])
+
+
+_KNOWN = {"id": (_INT, 0), "image_id": (_INT, 1), "category_id": (_INT, 2), "bbox": (_BBOX, 0),
+          "area": (_FLOAT, 4), "iscrowd": (_FLAG, 3), "ignore": (_FLAG, 4), "difficult": (_FLAG, 5),
+          "segmentation": (_SEGMENTATION, 0), "keypoints": (_REFUSE, 0), "num_keypoints": (_REFUSE, 0)}
+_KIND_OF = {pl.Int64: _INT, pl.Float64: _FLOAT, pl.Boolean: _BOOL, pl.String: _STRING}
+_SIZE, _COUNTS = (np.frombuffer(k, np.uint8).copy() for k in (b'"size"', b'"counts"'))
+
+
+class _Table:
+    """The kernel's key table for the annotation fields ``extra`` beside COCO's, and the frame of its columns."""
+
+    def __init__(self, extra: dict):
+        keys = {**_KNOWN}
+        counts = {_INT: 6, _FLOAT: 5, _BOOL: 0, _STRING: 1}
+        self.columns = {kind: [] for kind in counts}
+        for name, dtype in extra.items():
+            kind = _KIND_OF[dtype]
+            keys[name] = (kind, counts[kind])
+            self.columns[kind].append(name)
+            counts[kind] += 1
+        self.counts = counts
+        names = [name.encode() for name in keys]
+        self.key_bytes = np.frombuffer(b"".join(names), np.uint8)
+        self.key_starts = np.cumsum([0] + [len(k) for k in names]).astype(np.int64)
+        self.kinds = np.array([kind for kind, _ in keys.values()], np.int64)
+        self.slots = np.array([slot for _, slot in keys.values()], np.int64)
+        self.extra = extra
+
+    def parse(self, buf: np.ndarray, p: int, limit: int) -> tuple:
+        return parse_annotations(buf, p, limit, self.key_bytes, self.key_starts, self.kinds, self.slots,
+                                 self.counts[_INT], self.counts[_FLOAT], self.counts[_BOOL],
+                                 self.counts[_STRING], _SIZE, _COUNTS)
+
+    def frame(self, buf: np.ndarray, pieces: list) -> tuple | None:
+        """The columns of the parsed ``pieces`` as the exact reader's frame without its box, and the box (``x, y, w,
+        h``: what :func:`evalengine.io.validate.split_bbox` makes of it); None where a number overflows."""
+        ints, int_given, floats, float_given, bools, bool_given, texts = (
+            np.concatenate([piece[k] for piece in pieces], axis=1) for k in range(3, 10))
+        offset, inexact = 0, []
+        for piece in pieces:
+            inexact.append(piece[10] + np.array([0, 0, 0, offset]))
+            offset += piece[2]
+        inexact = np.concatenate(inexact)
+        if len(inexact):
+            converted = pc.cast(_strings(buf, inexact[:, 0], inexact[:, 1]), pa.float64()).to_numpy()
+            if not np.isfinite(converted).all():  # 1e400: Python's json reads inf, which the exact reader refuses
+                return None
+            floats[inexact[:, 2], inexact[:, 3]] = converted
+        rows = texts.shape[1]
+        strings = _strings(buf, texts[:, :, 0].ravel(), texts[:, :, 1].ravel()) if (texts[:, :, 0] >= 0).any() else None
+        columns = {}
+        for names, values, given, dtype in (
+                (["id", "image_id", "category_id", "iscrowd", "ignore", "difficult", *self.columns[_INT]], ints,
+                 int_given, pl.Int64),
+                (["area", *self.columns[_FLOAT]], floats[4:], float_given[4:], pl.Float64),
+                (self.columns[_BOOL], bools, bool_given, pl.Boolean)):
+            columns.update({name: _column(values[k], given[k], dtype) for k, name in enumerate(names)})
+        for k, name in enumerate(["segmentation", *self.columns[_STRING]]):
+            columns[name] = (pl.from_arrow(strings[k * rows:(k + 1) * rows]) if (texts[k, :, 0] >= 0).any()
+                             else pl.repeat(None, rows, dtype=pl.String, eager=True))
+        columns.update({name: pl.repeat(None, rows, dtype=dtype, eager=True)
+                        for name, dtype in schema.GT_KEYPOINTS.items()})
+        box = {name: _column(floats[k], float_given[k], pl.Float64) for k, name in enumerate(schema.BOX)}
+        order = [c for c in ANNOTATION.to_schema() if c != "bbox"] + list(self.extra)
+        return pl.DataFrame({name: columns[name].alias(name) for name in order}), pl.DataFrame(box)
+
+
+def _column(values: np.ndarray, given: np.ndarray, dtype) -> pl.Series:
+    if given.all():
+        return pl.Series(values, dtype=dtype)
+    return pl.from_arrow(pa.array(values, mask=~given)).cast(dtype)
+
+
+def _strings(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The texts ``buf[starts:ends]`` as a string array, a negative start giving a null."""
+    given = starts >= 0
+    lengths = np.where(given, ends - starts, 0)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = gather(buf, starts[given], lengths[given], int(offsets[-1]))
+    validity = None if given.all() else pa.py_buffer(np.packbits(given, bitorder="little"))
+    return pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data), validity)
+
+
+_PIECE_BYTES = 2**20  # an annotation list is cut in pieces of at least this size, one per core
+
+
+def _parse_list(table: _Table, data: bytes, buf: np.ndarray, p: int) -> tuple | None:
+    """``(frame, box, end)``: the annotation list at ``p`` (its '[') parsed in pieces on every core (see
+    :meth:`_Table.frame`), and the position after its ']'; None where the kernel gives up. Pieces are cut after a '},'
+    before a '{'; one is kept when the one before ended there (a cut between two annotations), else the rest is one."""
+    n = len(buf)
+    if p >= n or buf[p] != 91:
+        return None
+    p = space(buf, p + 1, n)
+    if p < n and buf[p] == 93:
+        return *table.frame(buf, [table.parse(buf, p, n + 1)]), p + 1
+    workers = min(os.cpu_count() or 1, max((n - p) // _PIECE_BYTES, 1))
+    cuts = [p]
+    for k in range(1, workers):
+        at = p + (n - p) * k // workers
+        while (at := data.find(b"},", at)) >= 0:
+            after = space(buf, at + 2, n)
+            if after < n and buf[after] == 123:
+                break
+            at += 2
+        if at < 0:
+            break
+        cuts.append(at + 2)
+    limits = cuts[1:] + [n + 1]
+    with ThreadPoolExecutor(max_workers=len(cuts)) as pool:
+        pieces = list(pool.map(lambda k: table.parse(buf, cuts[k], limits[k]), range(len(cuts))))
+    kept = []
+    for k, piece in enumerate(pieces):
+        kept.append(piece)
+        if piece[0] == LIMIT and k + 1 < len(pieces):
+            if piece[1] == cuts[k + 1]:
+                continue
+            kept.append(table.parse(buf, piece[1], n + 1))  # the cut fell inside an annotation: the rest in one piece
+        break
+    last = kept[-1]
+    if last[0] != END:
+        return None
+    frames = table.frame(buf, kept)
+    return None if frames is None else (*frames, last[1] + 1)
+
+
+_SAMPLE_BYTES = 4 * 2**20  # what :func:`extra_annotation_fields` reads at most (:func:`list_sample`'s bound)
+
+
+def annotation_columns(path: Path) -> tuple | None:
+    """``(spans, annotations, box)``: the byte span of each value of the file's top-level object (as
+    :func:`evalengine.io.json_scan.top_level_values` gives them), its annotations as the exact reader's frame but for
+    the box, and the box as :func:`evalengine.io.validate.split_bbox` splits it; None where the kernel gives up (the
+    exact reader reads the file)."""
+    data = path.read_bytes()
+    buf, n = np.frombuffer(data, np.uint8), len(data)
+    p = space(buf, 0, n)
+    if p >= n or buf[p] != 123:
+        return None
+    spans, frames, p = {}, None, space(buf, p + 1, n)
+    while True:
+        end = string_end(buf, p, n) if p < n and buf[p] == 34 else -1
+        if end < 0 or b"\\" in data[p:end]:
+            return None
+        key, p = data[p + 1:end - 1].decode(), space(buf, end, n)
+        if key in spans or p >= n or buf[p] != 58:
+            return None
+        start, p = p + 1, space(buf, p + 1, n)
+        if key == "annotations":
+            sample_end = value_end(buf[:p + _SAMPLE_BYTES + 1], p)
+            table = _Table(extra_annotation_fields(path, (p, sample_end if sample_end >= 0 else n)))
+            parsed = _parse_list(table, data, buf, p)
+            if parsed is None:
+                return None
+            *frames, p = parsed
+        else:
+            p = value_end(buf, p)
+        p = space(buf, p, n) if p >= 0 else n
+        if p >= n:
+            return None
+        spans[key] = (start, p)
+        if buf[p] == 125:
+            break
+        if buf[p] != 44:
+            return None
+        p = space(buf, p + 1, n)
+    if space(buf, p + 1, n) != n or frames is None:
+        return None
+    return spans, *frames
