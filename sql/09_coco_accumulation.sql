@@ -8,31 +8,31 @@
 --   params protocol, run, stage, iou_type, use_cats, iou_thresholds, area_ranges, max_dets, recall_thresholds (as
 --          `protocols`).
 
--- coco_tables: the parameters of each match table, numbered (table_id, in (protocol, run, stage) order, so that every
--- call numbers them alike: the windows below partition on integers), with its number of IoU thresholds.
-CREATE OR REPLACE MACRO coco_tables(params) AS TABLE
-SELECT *, len(iou_thresholds) AS n_thresholds, row_number() OVER (ORDER BY protocol, run, stage) AS table_id
-FROM query_table(params);
-
 -- coco_iou_thresholds, coco_area_ranges, coco_max_dets, coco_recall_thresholds: one row per entry of each list of
 -- the parameters, with its 0-based index (thr_index, area_index) or the list's length (n_recall_thresholds).
 CREATE OR REPLACE MACRO coco_iou_thresholds(params) AS TABLE
-SELECT protocol, run, stage, table_id, i - 1 AS thr_index, iou_thresholds[i] AS iou_threshold
-FROM coco_tables(params), range(1, len(iou_thresholds) + 1) AS r(i);
+SELECT protocol, run, stage, i - 1 AS thr_index, iou_thresholds[i] AS iou_threshold
+FROM query_table(params), range(1, len(iou_thresholds) + 1) AS r(i);
 
 CREATE OR REPLACE MACRO coco_area_ranges(params) AS TABLE
-SELECT protocol, run, stage, table_id, i - 1 AS area_index, area_ranges[i].label AS area_range,
-       area_ranges[i].lo AS lo, area_ranges[i].hi AS hi
-FROM coco_tables(params), range(1, len(area_ranges) + 1) AS r(i);
+SELECT protocol, run, stage, i - 1 AS area_index, area_ranges[i].label AS area_range, area_ranges[i].lo AS lo,
+       area_ranges[i].hi AS hi
+FROM query_table(params), range(1, len(area_ranges) + 1) AS r(i);
 
 CREATE OR REPLACE MACRO coco_max_dets(params) AS TABLE
-SELECT protocol, run, stage, table_id, i AS max_dets_index, max_dets[i] AS max_dets
-FROM coco_tables(params), range(1, len(max_dets) + 1) AS r(i);
+SELECT protocol, run, stage, i AS max_dets_index, max_dets[i] AS max_dets
+FROM query_table(params), range(1, len(max_dets) + 1) AS r(i);
 
 CREATE OR REPLACE MACRO coco_recall_thresholds(params) AS TABLE
-SELECT protocol, run, stage, table_id, recall_thresholds[i] AS recall_threshold,
-       len(recall_thresholds) AS n_recall_thresholds
-FROM coco_tables(params), range(1, len(recall_thresholds) + 1) AS r(i);
+SELECT protocol, run, stage, recall_thresholds[i] AS recall_threshold, len(recall_thresholds) AS n_recall_thresholds
+FROM query_table(params), range(1, len(recall_thresholds) + 1) AS r(i);
+
+-- coco_tables: the match tables of params numbered (table_id, in (protocol, run, stage) order, so that every call
+-- numbers them alike), with use_cats and the number of IoU thresholds: the windows below partition on integers.
+CREATE OR REPLACE MACRO coco_tables(params) AS TABLE
+SELECT protocol, run, stage, use_cats, len(iou_thresholds) AS n_thresholds,
+       row_number() OVER (ORDER BY protocol, run, stage) AS table_id
+FROM query_table(params);
 
 -- coco_regular_gt: ground truths that count (pycocotools' npig) per (match table, category, area range); category_id
 -- is -1 when the protocol pools categories (use_cats false).
@@ -41,7 +41,7 @@ SELECT t.table_id, g.protocol, g.run, g.stage, CASE WHEN t.use_cats THEN g.categ
        a.area_index, count(*) FILTER (WHERE (g.ignored_bits >> a.area_index) & 1 = 0) AS n_gt
 FROM query_table(gt) AS g
 JOIN coco_tables(params) AS t USING (protocol, run, stage)
-JOIN coco_area_ranges(params) AS a USING (table_id)
+JOIN coco_area_ranges(params) AS a USING (protocol, run, stage)
 GROUP BY ALL;
 
 -- coco_counted: the detections in pycocotools' order per (match table, category) — position: score descending, image
@@ -65,8 +65,10 @@ WITH tables AS (
     SELECT o.table_id, o.category_id, a.area_index, d.max_dets, o.position, o.image_id, o.dt_rank, o.score,
            o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits
     FROM ordered AS o
-    JOIN coco_area_ranges(params) AS a USING (table_id)
-    JOIN coco_max_dets(params) AS d USING (table_id)
+    JOIN (SELECT t.table_id, a.area_index FROM coco_area_ranges(params) AS a JOIN tables AS t USING (protocol, run, stage))
+      AS a USING (table_id)
+    JOIN (SELECT t.table_id, d.max_dets FROM coco_max_dets(params) AS d JOIN tables AS t USING (protocol, run, stage))
+      AS d USING (table_id)
     WHERE o.dt_rank < d.max_dets AND bit_count(o.ignored_bits[a.area_index + 1]) < o.n_thresholds
 )
 SELECT *, sum((ignored_bits = 0)::BIGINT) OVER w AS n_counted_everywhere,
@@ -84,7 +86,8 @@ SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.posit
        sum((c.ignored_bits <> 0 AND (c.ignored_bits >> t.thr_index) & 1 = 0)::BIGINT) OVER w AS n_partly_counted,
        c.n_counted_everywhere + n_partly_counted AS n_counted
 FROM coco_counted(dt, params) AS c
-JOIN coco_iou_thresholds(params) AS t USING (table_id)
+JOIN (SELECT t.table_id, i.thr_index FROM coco_iou_thresholds(params) AS i
+      JOIN coco_tables(params) AS t USING (protocol, run, stage)) AS t USING (table_id)
 WHERE c.tp_bits <> 0 OR c.ignored_bits <> 0
 WINDOW w AS (PARTITION BY c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index ORDER BY c.position
              ROWS UNBOUNDED PRECEDING);
@@ -96,12 +99,16 @@ WINDOW w AS (PARTITION BY c.table_id, c.category_id, c.area_index, c.max_dets, t
 CREATE OR REPLACE MACRO coco_pr_curve(dt, gt, params) AS TABLE
 WITH tables AS (
     SELECT * FROM coco_tables(params)
+), ious AS (
+    SELECT t.table_id, i.thr_index, i.iou_threshold FROM coco_iou_thresholds(params) AS i JOIN tables AS t USING (protocol, run, stage)
+), areas AS (
+    SELECT t.table_id, a.area_index, a.area_range FROM coco_area_ranges(params) AS a JOIN tables AS t USING (protocol, run, stage)
 ), points AS (
     SELECT c.table_id, c.category_id, c.area_index, t.thr_index, c.max_dets, c.score, c.image_id, c.dt_rank, c.position,
            (c.tp_bits >> t.thr_index) & 1 = 1 AS is_tp, coalesce(s.tp, 0) AS tp,
            c.n_counted_everywhere + coalesce(s.n_partly_counted, 0) AS n_counted
     FROM coco_counted(dt, params) AS c
-    JOIN coco_iou_thresholds(params) AS t USING (table_id)
+    JOIN ious AS t USING (table_id)
     LEFT JOIN coco_steps(dt, params) AS s
       ON s.table_id = c.table_id AND s.category_id = c.category_id AND s.area_index = c.area_index
      AND s.max_dets = c.max_dets AND s.thr_index = t.thr_index AND s.position = c.last_step
@@ -114,8 +121,8 @@ SELECT b.protocol, b.run, b.stage, p.category_id, t.iou_threshold, a.area_range,
 FROM points AS p
 JOIN coco_regular_gt(gt, params) AS g USING (table_id, category_id, area_index)
 JOIN tables AS b USING (table_id)
-JOIN coco_iou_thresholds(params) AS t USING (table_id, thr_index)
-JOIN coco_area_ranges(params) AS a USING (table_id, area_index)
+JOIN ious AS t USING (table_id, thr_index)
+JOIN areas AS a USING (table_id, area_index)
 WHERE g.n_gt > 0;
 
 -- coco_ap: COCO 101-point AP and final recall per (match table, category, IoU threshold, area range, max dets), -1
@@ -128,23 +135,30 @@ WHERE g.n_gt > 0;
 CREATE OR REPLACE MACRO coco_ap(dt, gt, params) AS TABLE
 WITH tables AS (
     SELECT * FROM coco_tables(params)
+), ious AS (
+    SELECT t.table_id, i.thr_index, i.iou_threshold FROM coco_iou_thresholds(params) AS i JOIN tables AS t USING (protocol, run, stage)
+), areas AS (
+    SELECT t.table_id, a.area_index, a.area_range FROM coco_area_ranges(params) AS a JOIN tables AS t USING (protocol, run, stage)
 ), grid AS (
     SELECT t.table_id, t.protocol, t.run, t.stage, k.category_id, i.thr_index, i.iou_threshold, a.area_index,
            a.area_range, d.max_dets
     FROM tables AS t
     JOIN (SELECT category_id FROM categories UNION ALL SELECT -1) AS k ON (k.category_id = -1) = NOT t.use_cats
-    JOIN coco_iou_thresholds(params) AS i USING (table_id)
-    JOIN coco_area_ranges(params) AS a USING (table_id)
-    JOIN coco_max_dets(params) AS d USING (table_id)
+    JOIN ious AS i USING (table_id)
+    JOIN areas AS a USING (table_id)
+    JOIN (SELECT t.table_id, d.max_dets FROM coco_max_dets(params) AS d JOIN tables AS t USING (protocol, run, stage))
+      AS d USING (table_id)
 ), thresholds AS (
-    SELECT table_id, recall_threshold, n_recall_thresholds,
-           row_number() OVER (PARTITION BY table_id ORDER BY recall_threshold) AS n_reached
-    FROM coco_recall_thresholds(params)
+    SELECT t.table_id, r.recall_threshold, r.n_recall_thresholds,
+           row_number() OVER (PARTITION BY t.table_id ORDER BY r.recall_threshold) AS n_reached
+    FROM coco_recall_thresholds(params) AS r JOIN tables AS t USING (protocol, run, stage)
 ), n_gt AS (
     SELECT * FROM coco_regular_gt(gt, params)
 ), true_positives AS (
     SELECT s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets, s.position, s.tp / g.n_gt AS recall,
-           s.tp / (s.n_counted + 2.220446049250313e-16) AS precision
+           max(s.tp / (s.n_counted + 2.220446049250313e-16)) OVER (
+               PARTITION BY s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets
+               ORDER BY s.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
     FROM coco_steps(dt, params) AS s
     JOIN n_gt AS g USING (table_id, category_id, area_index)
     WHERE s.is_tp AND g.n_gt > 0
@@ -156,10 +170,9 @@ WITH tables AS (
     SELECT table_id, category_id, thr_index, area_index, max_dets,
            sum(envelope * (n_reached - coalesce(previous, 0))) / any_value(n_recall_thresholds) AS ap,
            max(recall) AS recall
-    FROM (SELECT *, max(precision) OVER (w ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope,
-                 lag(n_reached) OVER w AS previous
-          FROM sampled
-          WINDOW w AS (PARTITION BY table_id, category_id, thr_index, area_index, max_dets ORDER BY position))
+    FROM (SELECT *, lag(n_reached) OVER (PARTITION BY table_id, category_id, thr_index, area_index, max_dets
+                                         ORDER BY position) AS previous
+          FROM sampled)
     GROUP BY ALL
 )
 SELECT g.protocol, g.run, g.stage, g.category_id, g.iou_threshold, g.area_range, g.max_dets,

@@ -23,13 +23,13 @@ SELECT NULL::VARCHAR AS protocol, NULL::VARCHAR AS run, NULL::BIGINT AS category
 WHERE false;
 
 CREATE OR REPLACE VIEW protocol_iou_thresholds AS
-SELECT * EXCLUDE (stage, table_id) FROM coco_iou_thresholds(coco_accumulation_protocols);
+SELECT * EXCLUDE (stage) FROM coco_iou_thresholds(coco_accumulation_protocols);
 
 CREATE OR REPLACE VIEW protocol_area_ranges AS
-SELECT * EXCLUDE (stage, table_id) FROM coco_area_ranges(coco_accumulation_protocols);
+SELECT * EXCLUDE (stage) FROM coco_area_ranges(coco_accumulation_protocols);
 
 CREATE OR REPLACE VIEW protocol_max_dets AS
-SELECT * EXCLUDE (stage, table_id) FROM coco_max_dets(coco_accumulation_protocols);
+SELECT * EXCLUDE (stage) FROM coco_max_dets(coco_accumulation_protocols);
 
 CREATE OR REPLACE VIEW protocol_recall_thresholds AS
-SELECT * EXCLUDE (stage, table_id) FROM coco_recall_thresholds(coco_accumulation_protocols);
+SELECT * EXCLUDE (stage) FROM coco_recall_thresholds(coco_accumulation_protocols);
