@@ -34,6 +34,15 @@ SELECT protocol, run, stage, use_cats, len(iou_thresholds) AS n_thresholds,
        row_number() OVER (ORDER BY protocol, run, stage) AS table_id
 FROM query_table(params);
 
+-- coco_numbered_ious, coco_numbered_areas: the IoU thresholds and area ranges by table_id.
+CREATE OR REPLACE MACRO coco_numbered_ious(params) AS TABLE
+SELECT t.table_id, i.thr_index, i.iou_threshold
+FROM coco_iou_thresholds(params) AS i JOIN coco_tables(params) AS t USING (protocol, run, stage);
+
+CREATE OR REPLACE MACRO coco_numbered_areas(params) AS TABLE
+SELECT t.table_id, a.area_index, a.area_range
+FROM coco_area_ranges(params) AS a JOIN coco_tables(params) AS t USING (protocol, run, stage);
+
 -- coco_regular_gt: ground truths that count (pycocotools' npig) per (match table, category, area range); category_id
 -- is -1 when the protocol pools categories (use_cats false).
 CREATE OR REPLACE MACRO coco_regular_gt(gt, params) AS TABLE
@@ -100,9 +109,9 @@ CREATE OR REPLACE MACRO coco_pr_curve(dt, gt, params) AS TABLE
 WITH tables AS (
     SELECT * FROM coco_tables(params)
 ), ious AS (
-    SELECT t.table_id, i.thr_index, i.iou_threshold FROM coco_iou_thresholds(params) AS i JOIN tables AS t USING (protocol, run, stage)
+    SELECT * FROM coco_numbered_ious(params)
 ), areas AS (
-    SELECT t.table_id, a.area_index, a.area_range FROM coco_area_ranges(params) AS a JOIN tables AS t USING (protocol, run, stage)
+    SELECT * FROM coco_numbered_areas(params)
 ), points AS (
     SELECT c.table_id, c.category_id, c.area_index, t.thr_index, c.max_dets, c.score, c.image_id, c.dt_rank, c.position,
            (c.tp_bits >> t.thr_index) & 1 = 1 AS is_tp, coalesce(s.tp, 0) AS tp,
@@ -136,9 +145,9 @@ CREATE OR REPLACE MACRO coco_ap(dt, gt, params) AS TABLE
 WITH tables AS (
     SELECT * FROM coco_tables(params)
 ), ious AS (
-    SELECT t.table_id, i.thr_index, i.iou_threshold FROM coco_iou_thresholds(params) AS i JOIN tables AS t USING (protocol, run, stage)
+    SELECT * FROM coco_numbered_ious(params)
 ), areas AS (
-    SELECT t.table_id, a.area_index, a.area_range FROM coco_area_ranges(params) AS a JOIN tables AS t USING (protocol, run, stage)
+    SELECT * FROM coco_numbered_areas(params)
 ), grid AS (
     SELECT t.table_id, t.protocol, t.run, t.stage, k.category_id, i.thr_index, i.iou_threshold, a.area_index,
            a.area_range, d.max_dets
