@@ -2,7 +2,8 @@
 
 For every case, the view's query and the Python metric giving the same numbers each run in a child process
 (bench_coco's :func:`run_child`: wall and CPU time of the whole process, peak RSS); the child also reports the
-in-process wall and CPU time of the call alone and its numbers, and the table says whether SQL and Python agree to
+in-process wall and CPU time of the call alone (for SQL also the CPU time of the query alone, the connection and
+DuckDB's import excluded) and its numbers, and the table says whether SQL and Python agree to
 1e-12. Cases are grouped by family (coco, lrp, tide, confusion, voc, analyze, borji); before the timed runs, each
 case's Python side runs once, untimed, so that the store holds every table the view reads (the match tables, and the
 run's AP table that `evalengine evaluate` keeps for `ap` and `coco_summary`).
@@ -12,8 +13,9 @@ be set (DuckDB's ``SET memory_limit`` / ``SET threads``; the locked door refuses
 RAM and one thread per core); it spills to the connection's temporary folder beyond the limit. The view catalog is
 made once before the timed runs (a first connection), as it is after a user's first query.
 
-    python benchmarks/bench_sql.py STORE                                   # every case
+    python benchmarks/bench_sql.py STORE                                   # every case of a COCO store
     python benchmarks/bench_sql.py STORE --cases coco_summary slice --repeat 3 --memory-limit 2GB --threads 2
+    python benchmarks/bench_sql.py LVIS_STORE --cases lvis_results      # an LVIS store (bench_lvis.py writes one)
 """
 
 import argparse
@@ -93,6 +95,41 @@ def _confusion(store) -> list:
             .select("count", "fraction").rows() for v in row]
 
 
+def _voc(store) -> list:
+    from evalengine import api
+
+    table = api.voc.evaluate_store_voc(store).per_class("voc12")
+    return table.sort("category_id", "iou_threshold").get_column("ap").to_list()
+
+
+def _analyze(store) -> list:
+    """Each curve's overall AP per area range, in (area range, curve) name order."""
+    from evalengine import api
+    from evalengine.match.analyze import CURVES
+
+    frame = api.analyze(store).result.ap_frame("overall")
+    return [v for _, _, v in sorted((row["area_range"], curve, row[curve]) for row in frame.iter_rows(named=True)
+                                    for curve in CURVES)]
+
+
+def _borji_summary(store) -> list:
+    from evalengine import api
+
+    return api.borji(store).summary().sort("stage", "metric").get_column("value").to_list()
+
+
+def _borji_errors(store) -> list:
+    from evalengine import api
+
+    return api.borji(store).error_counts().sort("area_range", "error").get_column("count").to_list()
+
+
+def _lvis(store) -> list:
+    from evalengine import api
+
+    return list(api.lvis.evaluate_store_lvis(store).results().values())
+
+
 CASES = {  # name: (family, SQL, Python: a function of the store returning the numbers in the SQL's row order)
     "coco_summary": ("coco", f"SELECT value FROM coco_summary WHERE {DEFAULT}", lambda store: list(store.evaluate().stats())),
     "ap_small": ("coco", "SELECT avg(ap) FILTER (WHERE ap > -1) AS ap FROM ap WHERE protocol = 'coco' AND "
@@ -114,6 +151,16 @@ CASES = {  # name: (family, SQL, Python: a function of the store returning the n
     "tide_error_counts": ("tide", "SELECT count FROM tide_error_counts WHERE protocol = 'tide' ORDER BY error", _tide),
     "confusion_matrix": ("confusion", "SELECT count, fraction FROM confusion_matrix WHERE protocol = 'confusion' "
                          "ORDER BY gt_category_id NULLS LAST, dt_category_id NULLS LAST", _confusion),
+    "voc_ap": ("voc", "SELECT ap_voc12 FROM voc_ap WHERE protocol = 'voc' AND run = 'default' "
+               "ORDER BY category_id, iou_threshold", _voc),
+    "analyze_summary": ("analyze", "SELECT ap FROM analyze_summary WHERE protocol = 'analyze' AND run = 'default' "
+                        "AND scope = 'overall' ORDER BY area_range, curve", _analyze),
+    "borji_stage_summary": ("borji", "SELECT value FROM borji_stage_summary WHERE protocol = 'borji' AND run = 'default' "
+                            "ORDER BY stage, metric", _borji_summary),
+    "borji_error_counts": ("borji", "SELECT count FROM borji_error_counts WHERE protocol = 'borji' AND run = 'default' "
+                           "ORDER BY area_range, error", _borji_errors),
+    # on an LVIS store (benchmarks/bench_lvis.py writes one): --cases lvis_results
+    "lvis_results": ("lvis", "SELECT value FROM lvis_results WHERE protocol = 'lvis' AND run = 'default'", _lvis),
 }
 
 
@@ -122,18 +169,24 @@ def child(store_path: str, case: str, side: str, settings: list) -> None:
     one side of one case, print ``{"seconds", "cpu", "numbers"}``."""
     import evalengine
 
+    def cpu_seconds():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
     store = evalengine.open(store_path)
-    started, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    started, cpu = time.perf_counter(), cpu_seconds()
     if side == "sql":
         con = store.duckdb(allow_external=True)
         for setting in settings:
             con.execute(f"SET {setting}")
+        query_started, query_cpu = time.perf_counter(), cpu_seconds()  # the connection (DuckDB's import) excluded
         numbers = [v for row in con.sql(CASES[case][1]).fetchall() for v in row]
     else:
+        query_started, query_cpu = started, cpu
         numbers = list(CASES[case][2](store))
-    end = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"seconds": time.perf_counter() - started, "numbers": numbers,
-                      "cpu": end.ru_utime + end.ru_stime - cpu.ru_utime - cpu.ru_stime}))
+    end, end_cpu = time.perf_counter(), cpu_seconds()
+    print(json.dumps({"seconds": end - started, "numbers": numbers, "cpu": end_cpu - cpu,
+                      "query_cpu": end_cpu - query_cpu, "query_seconds": end - query_started}))
 
 
 def _agree(a: list, b: list) -> bool:
@@ -144,7 +197,7 @@ def _agree(a: list, b: list) -> bool:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("store", nargs="?")
-    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=[case for case in CASES if case != "lvis_results"])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--max-rss-gib", type=float, default=12.0)
     parser.add_argument("--memory-limit", default=None, help="DuckDB's memory_limit for the SQL side, e.g. 2GB")
@@ -169,8 +222,8 @@ def main(argv=None) -> int:
             print(f"{case}: Python side failed: {prepared['error']}", file=sys.stderr)
     run(args.cases[0], "sql")
     print(f"SQL settings: {', '.join(settings) or 'DuckDB defaults'}\n\n"
-          "| family | view | SQL s: call (process) | Python s: call (process) | SQL CPU s | Python CPU s | "
-          "SQL ÷ Python (call) | SQL peak RSS | Python peak RSS | equal to 1e-12 | load |\n"
+          "| family | view | SQL s: call (process) | Python s: call (process) | SQL CPU s (query alone) | Python CPU s | "
+          "CPU ratio | SQL peak RSS | Python peak RSS | equal to 1e-12 | load |\n"
           "|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for case in args.cases:
         runs = {"sql": [], "python": []}
@@ -184,11 +237,12 @@ def main(argv=None) -> int:
         wall = {side: statistics.median(r["wall_seconds"] for r in rs) for side, rs in runs.items()}
         inner = {side: statistics.median(r["seconds"] for r in rs) for side, rs in runs.items()}
         cpu = {side: statistics.median(r["cpu"] for r in rs) for side, rs in runs.items()}
+        query_cpu = statistics.median(r["query_cpu"] for r in runs["sql"])
         rss = {side: max(r["peak_rss_mib"] for r in rs) for side, rs in runs.items()}
         same = _agree(runs["sql"][0]["numbers"], runs["python"][0]["numbers"])
         print(f"| {CASES[case][0]} | {case} | {inner['sql']:.2f} ({wall['sql']:.2f}) | "
-              f"{inner['python']:.2f} ({wall['python']:.2f}) | {cpu['sql']:.2f} | {cpu['python']:.2f} | "
-              f"{inner['sql'] / inner['python']:.2f} | {rss['sql'] / 1024:.2f} GB | {rss['python'] / 1024:.2f} GB | "
+              f"{inner['python']:.2f} ({wall['python']:.2f}) | {cpu['sql']:.2f} ({query_cpu:.2f}) | {cpu['python']:.2f} | "
+              f"{cpu['sql'] / cpu['python']:.2f} | {rss['sql'] / 1024:.2f} GB | {rss['python'] / 1024:.2f} GB | "
               f"{'yes' if same else 'NO'} | {os.getloadavg()[0]:.1f} |", flush=True)
     return 0
 

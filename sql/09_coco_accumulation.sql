@@ -27,123 +27,159 @@ CREATE OR REPLACE MACRO coco_recall_thresholds(params) AS TABLE
 SELECT protocol, run, stage, recall_thresholds[i] AS recall_threshold, len(recall_thresholds) AS n_recall_thresholds
 FROM query_table(params), range(1, len(recall_thresholds) + 1) AS r(i);
 
+-- coco_tables: the match tables of params numbered (table_id, in (protocol, run, stage) order, so that every call
+-- numbers them alike), with use_cats and the number of IoU thresholds: the windows below partition on integers.
+CREATE OR REPLACE MACRO coco_tables(params) AS TABLE
+SELECT protocol, run, stage, use_cats, len(iou_thresholds) AS n_thresholds,
+       row_number() OVER (ORDER BY protocol, run, stage) AS table_id
+FROM query_table(params);
+
+-- coco_numbered_ious, coco_numbered_areas: the IoU thresholds and area ranges by table_id.
+CREATE OR REPLACE MACRO coco_numbered_ious(params) AS TABLE
+SELECT t.table_id, i.thr_index, i.iou_threshold
+FROM coco_iou_thresholds(params) AS i JOIN coco_tables(params) AS t USING (protocol, run, stage);
+
+CREATE OR REPLACE MACRO coco_numbered_areas(params) AS TABLE
+SELECT t.table_id, a.area_index, a.area_range
+FROM coco_area_ranges(params) AS a JOIN coco_tables(params) AS t USING (protocol, run, stage);
+
 -- coco_regular_gt: ground truths that count (pycocotools' npig) per (match table, category, area range); category_id
 -- is -1 when the protocol pools categories (use_cats false).
 CREATE OR REPLACE MACRO coco_regular_gt(gt, params) AS TABLE
-SELECT g.protocol, g.run, g.stage, CASE WHEN p.use_cats THEN g.category_id ELSE -1 END AS category_id, a.area_index,
-       count(*) FILTER (WHERE (g.ignored_bits >> a.area_index) & 1 = 0) AS n_gt
+SELECT t.table_id, g.protocol, g.run, g.stage, CASE WHEN t.use_cats THEN g.category_id ELSE -1 END AS category_id,
+       a.area_index, count(*) FILTER (WHERE (g.ignored_bits >> a.area_index) & 1 = 0) AS n_gt
 FROM query_table(gt) AS g
-JOIN query_table(params) AS p USING (protocol, run, stage)
+JOIN coco_tables(params) AS t USING (protocol, run, stage)
 JOIN coco_area_ranges(params) AS a USING (protocol, run, stage)
 GROUP BY ALL;
 
+-- coco_counted: the detections in pycocotools' order per (match table, category) — position: score descending, image
+-- id, rank in image — once per area range and max dets that keeps them (rank in image below the cap), without those
+-- ignored at every IoU threshold (they count nowhere), with tp_bits and ignored_bits of that area range and the
+-- running count of the detections ignored at no threshold (n_counted_everywhere). Recall rises only at a true
+-- positive and every detection counts in tp + fp, so a detection's point on a curve is made of that count and of the
+-- few rows that are true positives or ignored at some thresholds only: last_step is the position of the last such
+-- row up to this one (coco_steps).
+CREATE OR REPLACE MACRO coco_counted(dt, params) AS TABLE
+WITH tables AS (
+    SELECT * FROM coco_tables(params)
+), ordered AS (
+    SELECT t.table_id, t.n_thresholds, CASE WHEN t.use_cats THEN m.category_id ELSE -1 END AS category_id,
+           m.image_id, m.dt_rank, m.score, m.tp_bits, m.ignored_bits,
+           row_number() OVER (PARTITION BY t.table_id, CASE WHEN t.use_cats THEN m.category_id ELSE -1 END
+                              ORDER BY m.score DESC, m.image_id, m.dt_rank) AS position
+    FROM query_table(dt) AS m
+    JOIN tables AS t USING (protocol, run, stage)
+), capped AS (
+    SELECT o.table_id, o.category_id, a.area_index, d.max_dets, o.position, o.image_id, o.dt_rank, o.score,
+           o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits
+    FROM ordered AS o
+    JOIN (SELECT t.table_id, a.area_index FROM coco_area_ranges(params) AS a JOIN tables AS t USING (protocol, run, stage))
+      AS a USING (table_id)
+    JOIN (SELECT t.table_id, d.max_dets FROM coco_max_dets(params) AS d JOIN tables AS t USING (protocol, run, stage))
+      AS d USING (table_id)
+    WHERE o.dt_rank < d.max_dets AND bit_count(o.ignored_bits[a.area_index + 1]) < o.n_thresholds
+)
+SELECT *, sum((ignored_bits = 0)::BIGINT) OVER w AS n_counted_everywhere,
+       max(CASE WHEN tp_bits <> 0 OR ignored_bits <> 0 THEN position END) OVER w AS last_step
+FROM capped
+WINDOW w AS (PARTITION BY table_id, category_id, area_index, max_dets ORDER BY position ROWS UNBOUNDED PRECEDING);
+
+-- coco_steps: the rows of coco_counted that are true positives or ignored at some thresholds only, at every IoU
+-- threshold: is_tp, and the running counts up to them of true positives (tp) and of the detections counted in
+-- tp + fp (n_counted: those ignored nowhere, and n_partly_counted, those of these rows not ignored at this threshold).
+CREATE OR REPLACE MACRO coco_steps(dt, params) AS TABLE
+SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.position,
+       (c.tp_bits >> t.thr_index) & 1 = 1 AS is_tp,
+       sum(((c.tp_bits >> t.thr_index) & 1)::BIGINT) OVER w AS tp,
+       sum((c.ignored_bits <> 0 AND (c.ignored_bits >> t.thr_index) & 1 = 0)::BIGINT) OVER w AS n_partly_counted,
+       c.n_counted_everywhere + n_partly_counted AS n_counted
+FROM coco_counted(dt, params) AS c
+JOIN (SELECT t.table_id, i.thr_index FROM coco_iou_thresholds(params) AS i
+      JOIN coco_tables(params) AS t USING (protocol, run, stage)) AS t USING (table_id)
+WHERE c.tp_bits <> 0 OR c.ignored_bits <> 0
+WINDOW w AS (PARTITION BY c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index ORDER BY c.position
+             ROWS UNBOUNDED PRECEDING);
+
 -- coco_pr_curve: the precision-recall curve, one point per counted detection, per (match table, category, IoU
 -- threshold, area range, max dets), in pycocotools' order (score descending, image id, rank in image).
--- precision = tp / (tp + fp + eps), eps = 2^-52 as numpy.spacing(1); ignored detections are left out.
+-- precision = tp / (tp + fp + eps), eps = 2^-52 as numpy.spacing(1); ignored detections are left out. A point's
+-- counts are those of the last step up to it (coco_steps; none: no true positive, every detection before it counted).
 CREATE OR REPLACE MACRO coco_pr_curve(dt, gt, params) AS TABLE
-WITH outcomes AS (
-    SELECT m.protocol, m.run, m.stage, CASE WHEN p.use_cats THEN m.category_id ELSE -1 END AS category_id,
-           m.image_id, m.dt_rank, m.score, a.area_index, a.area_range, t.thr_index, t.iou_threshold, d.max_dets,
-           (m.tp_bits[a.area_index + 1] >> t.thr_index) & 1 = 1 AS is_tp
-    FROM query_table(dt) AS m
-    JOIN query_table(params) AS p USING (protocol, run, stage)
-    JOIN coco_area_ranges(params) AS a USING (protocol, run, stage)
-    JOIN coco_iou_thresholds(params) AS t USING (protocol, run, stage)
-    JOIN coco_max_dets(params) AS d USING (protocol, run, stage)
-    WHERE m.dt_rank < d.max_dets AND (m.ignored_bits[a.area_index + 1] >> t.thr_index) & 1 = 0
-), cumulative AS (
-    SELECT *,
-           sum(is_tp::BIGINT) OVER w AS tp,
-           sum((NOT is_tp)::BIGINT) OVER w AS fp
-    FROM outcomes
-    WINDOW w AS (PARTITION BY protocol, run, stage, category_id, area_index, thr_index, max_dets
-                 ORDER BY score DESC, image_id, dt_rank ROWS UNBOUNDED PRECEDING)
+WITH tables AS (
+    SELECT * FROM coco_tables(params)
+), ious AS (
+    SELECT * FROM coco_numbered_ious(params)
+), areas AS (
+    SELECT * FROM coco_numbered_areas(params)
+), points AS (
+    SELECT c.table_id, c.category_id, c.area_index, t.thr_index, c.max_dets, c.score, c.image_id, c.dt_rank, c.position,
+           (c.tp_bits >> t.thr_index) & 1 = 1 AS is_tp, coalesce(s.tp, 0) AS tp,
+           c.n_counted_everywhere + coalesce(s.n_partly_counted, 0) AS n_counted
+    FROM coco_counted(dt, params) AS c
+    JOIN ious AS t USING (table_id)
+    LEFT JOIN coco_steps(dt, params) AS s
+      ON s.table_id = c.table_id AND s.category_id = c.category_id AND s.area_index = c.area_index
+     AND s.max_dets = c.max_dets AND s.thr_index = t.thr_index AND s.position = c.last_step
+    WHERE (c.ignored_bits >> t.thr_index) & 1 = 0
 )
-SELECT c.protocol, c.run, c.stage, c.category_id, c.iou_threshold, c.area_range, c.max_dets, c.score, c.image_id,
-       c.dt_rank, c.is_tp, c.tp, c.fp, g.n_gt, c.area_index, c.thr_index,
-       c.tp / g.n_gt AS recall,
-       c.tp / ((c.tp + c.fp) + 2.220446049250313e-16) AS precision
-FROM cumulative AS c
-JOIN coco_regular_gt(gt, params) AS g USING (protocol, run, stage, category_id, area_index)
+SELECT b.protocol, b.run, b.stage, p.category_id, t.iou_threshold, a.area_range, p.max_dets, p.score, p.image_id,
+       p.dt_rank, p.is_tp, p.tp, p.n_counted - p.tp AS fp, g.n_gt, p.area_index, p.thr_index,
+       p.tp / g.n_gt AS recall,
+       p.tp / (p.n_counted + 2.220446049250313e-16) AS precision
+FROM points AS p
+JOIN coco_regular_gt(gt, params) AS g USING (table_id, category_id, area_index)
+JOIN tables AS b USING (table_id)
+JOIN ious AS t USING (table_id, thr_index)
+JOIN areas AS a USING (table_id, area_index)
 WHERE g.n_gt > 0;
 
 -- coco_ap: COCO 101-point AP and final recall per (match table, category, IoU threshold, area range, max dets), -1
 -- where the category has no regular ground truth (pycocotools' precision/recall). pycocotools samples its right-to-left
 -- precision envelope at the first point whose recall reaches each recall threshold R (searchsorted 'left'), 0 when
 -- none does. Recall rises only at a true positive, and a false positive's precision is below that of the true positive
--- before it, so only the true positives are read: the envelope at one is the highest precision of the true positives
--- from it on, and it is sampled by the thresholds above the previous true positive's recall, up to its own (counted
--- with an ASOF join on the sorted thresholds).
--- The detections are sorted once per category (position: pycocotools' order, score descending, image id, rank in
--- image). A true positive's tp + fp is the number of detections counted up to it: those ignored at no IoU threshold
--- of the area range (most of them; one running count per area range and max dets) plus those ignored at some
--- thresholds but not this one (a running count over the few rows that are true positives or partly ignored, per
--- threshold), so that only those few rows are expanded over the IoU thresholds.
+-- before it, so only the true positives are read (coco_steps): the envelope at one is the highest precision of the
+-- true positives from it on, and it is sampled by the thresholds above the previous true positive's recall, up to its
+-- own (counted with an ASOF join on the sorted thresholds).
 CREATE OR REPLACE MACRO coco_ap(dt, gt, params) AS TABLE
-WITH grid AS (
-    SELECT p.protocol, p.run, p.stage, k.category_id, t.thr_index, t.iou_threshold, a.area_index, a.area_range,
-           d.max_dets
-    FROM query_table(params) AS p
-    JOIN (SELECT category_id FROM categories UNION ALL SELECT -1) AS k
-      ON (k.category_id = -1) = NOT p.use_cats
-    JOIN coco_iou_thresholds(params) AS t USING (protocol, run, stage)
-    JOIN coco_area_ranges(params) AS a USING (protocol, run, stage)
-    JOIN coco_max_dets(params) AS d USING (protocol, run, stage)
+WITH tables AS (
+    SELECT * FROM coco_tables(params)
+), ious AS (
+    SELECT * FROM coco_numbered_ious(params)
+), areas AS (
+    SELECT * FROM coco_numbered_areas(params)
+), grid AS (
+    SELECT t.table_id, t.protocol, t.run, t.stage, k.category_id, i.thr_index, i.iou_threshold, a.area_index,
+           a.area_range, d.max_dets
+    FROM tables AS t
+    JOIN (SELECT category_id FROM categories UNION ALL SELECT -1) AS k ON (k.category_id = -1) = NOT t.use_cats
+    JOIN ious AS i USING (table_id)
+    JOIN areas AS a USING (table_id)
+    JOIN (SELECT t.table_id, d.max_dets FROM coco_max_dets(params) AS d JOIN tables AS t USING (protocol, run, stage))
+      AS d USING (table_id)
 ), thresholds AS (
-    SELECT protocol, run, stage, recall_threshold, n_recall_thresholds,
-           row_number() OVER (PARTITION BY protocol, run, stage ORDER BY recall_threshold) AS n_reached
-    FROM coco_recall_thresholds(params)
-), ordered AS (
-    SELECT m.protocol, m.run, m.stage, CASE WHEN p.use_cats THEN m.category_id ELSE -1 END AS category_id,
-           m.dt_rank, m.tp_bits, m.ignored_bits,
-           row_number() OVER (PARTITION BY m.protocol, m.run, m.stage, CASE WHEN p.use_cats THEN m.category_id ELSE -1 END
-                              ORDER BY m.score DESC, m.image_id, m.dt_rank) AS position
-    FROM query_table(dt) AS m
-    JOIN query_table(params) AS p USING (protocol, run, stage)
-), capped AS (
-    SELECT o.protocol, o.run, o.stage, o.category_id, a.area_index, d.max_dets, o.position,
-           o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits
-    FROM ordered AS o
-    JOIN coco_area_ranges(params) AS a USING (protocol, run, stage)
-    JOIN coco_max_dets(params) AS d USING (protocol, run, stage)
-    WHERE o.dt_rank < d.max_dets
-), counted AS (
-    SELECT *, sum((ignored_bits = 0)::BIGINT) OVER (
-               PARTITION BY protocol, run, stage, category_id, area_index, max_dets
-               ORDER BY position ROWS UNBOUNDED PRECEDING) AS n_counted_everywhere
-    FROM capped
-), sparse AS (
-    SELECT c.protocol, c.run, c.stage, c.category_id, c.area_index, t.thr_index, c.max_dets, c.position,
-           (c.tp_bits >> t.thr_index) & 1 = 1 AS is_tp, c.ignored_bits <> 0 AS partly_ignored, c.n_counted_everywhere
-    FROM counted AS c
-    JOIN coco_iou_thresholds(params) AS t USING (protocol, run, stage)
-    WHERE (c.tp_bits <> 0 OR c.ignored_bits <> 0) AND (c.ignored_bits >> t.thr_index) & 1 = 0
-), cumulative AS (
-    SELECT *,
-           sum(is_tp::BIGINT) OVER w AS tp,
-           n_counted_everywhere + sum(partly_ignored::BIGINT) OVER w AS n_counted
-    FROM sparse
-    WINDOW w AS (PARTITION BY protocol, run, stage, category_id, area_index, thr_index, max_dets
-                 ORDER BY position ROWS UNBOUNDED PRECEDING)
+    SELECT t.table_id, r.recall_threshold, r.n_recall_thresholds,
+           row_number() OVER (PARTITION BY t.table_id ORDER BY r.recall_threshold) AS n_reached
+    FROM coco_recall_thresholds(params) AS r JOIN tables AS t USING (protocol, run, stage)
+), n_gt AS (
+    SELECT * FROM coco_regular_gt(gt, params)
 ), true_positives AS (
-    SELECT c.protocol, c.run, c.stage, c.category_id, c.thr_index, c.area_index, c.max_dets, c.position,
-           c.tp / g.n_gt AS recall,
-           max(c.tp / (c.n_counted + 2.220446049250313e-16)) OVER (
-               PARTITION BY c.protocol, c.run, c.stage, c.category_id, c.thr_index, c.area_index, c.max_dets
-               ORDER BY c.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
-    FROM cumulative AS c
-    JOIN coco_regular_gt(gt, params) AS g USING (protocol, run, stage, category_id, area_index)
-    WHERE c.is_tp AND g.n_gt > 0
+    SELECT s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets, s.position, s.tp / g.n_gt AS recall,
+           max(s.tp / (s.n_counted + 2.220446049250313e-16)) OVER (
+               PARTITION BY s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets
+               ORDER BY s.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
+    FROM coco_steps(dt, params) AS s
+    JOIN n_gt AS g USING (table_id, category_id, area_index)
+    WHERE s.is_tp AND g.n_gt > 0
 ), sampled AS (
     SELECT c.*, coalesce(r.n_reached, 0) AS n_reached, r.n_recall_thresholds
     FROM true_positives AS c
-    ASOF LEFT JOIN thresholds AS r
-      ON c.protocol = r.protocol AND c.run = r.run AND c.stage = r.stage AND c.recall >= r.recall_threshold
+    ASOF LEFT JOIN thresholds AS r ON c.table_id = r.table_id AND c.recall >= r.recall_threshold
 ), interpolated AS (
-    SELECT protocol, run, stage, category_id, thr_index, area_index, max_dets,
+    SELECT table_id, category_id, thr_index, area_index, max_dets,
            sum(envelope * (n_reached - coalesce(previous, 0))) / any_value(n_recall_thresholds) AS ap,
            max(recall) AS recall
-    FROM (SELECT *, lag(n_reached) OVER (PARTITION BY protocol, run, stage, category_id, thr_index, area_index, max_dets
+    FROM (SELECT *, lag(n_reached) OVER (PARTITION BY table_id, category_id, thr_index, area_index, max_dets
                                          ORDER BY position) AS previous
           FROM sampled)
     GROUP BY ALL
@@ -152,8 +188,8 @@ SELECT g.protocol, g.run, g.stage, g.category_id, g.iou_threshold, g.area_range,
        CASE WHEN coalesce(n.n_gt, 0) = 0 THEN -1 ELSE coalesce(i.ap, 0) END AS ap,
        CASE WHEN coalesce(n.n_gt, 0) = 0 THEN -1 ELSE coalesce(i.recall, 0) END AS recall
 FROM grid AS g
-LEFT JOIN coco_regular_gt(gt, params) AS n USING (protocol, run, stage, category_id, area_index)
-LEFT JOIN interpolated AS i USING (protocol, run, stage, category_id, thr_index, area_index, max_dets);
+LEFT JOIN n_gt AS n USING (table_id, category_id, area_index)
+LEFT JOIN interpolated AS i USING (table_id, category_id, thr_index, area_index, max_dets);
 
 -- coco_summary_of: pycocotools' summary per match table (iou_type, metric, value) from coco_ap's rows, with summarize()'s rules:
 -- 12 numbers (AP looks for max dets 100, the others use the protocol's max_dets[1..3]); for iou_type keypoints

@@ -34,39 +34,45 @@ JOIN analyze_curves AS c USING (protocol, run);
 -- analyze_precision: every curve's precision at every recall threshold, per (protocol, run, category, area range):
 -- pycocotools' interpolation (the highest precision tp / (tp + fp + eps) at any true positive with recall >= the
 -- threshold, ranked by score, image id, rank), 0 where nothing reaches it or the category has no regular ground truth
--- (MATLAB's ps(ps == -1) = 0); BG = 1 where Oth's precision > 0, else 0; FN = 1.
+-- (MATLAB's ps(ps == -1) = 0); BG = 1 where Oth's precision > 0, else 0; FN = 1. The curves are the IoU thresholds of
+-- the COCO accumulation's steps (coco_steps of 09_coco_accumulation.sql; the table holds each image's top 100 already,
+-- so no cap): a threshold takes the envelope at the first true positive reaching it (an ASOF join).
 CREATE OR REPLACE VIEW analyze_precision AS
-WITH thresholds AS (
-    SELECT protocol, run, recall_thresholds[i] AS recall_threshold
-    FROM analyze_protocols, range(1, len(recall_thresholds) + 1) AS r(i)
-), n_gt AS (
-    SELECT g.protocol, g.run, g.category_id, a.area_range,
-           count(*) FILTER (WHERE (g.ignored_bits >> (a.area_index - 1)) & 1 = 0) AS n_gt
-    FROM analyze_gt_matches AS g JOIN analyze_area_ranges AS a USING (protocol, run)
-    GROUP BY ALL
-), points AS (
-    SELECT protocol, run, category_id, area_range, curve, outcome = 'tp' AS is_tp,
-           sum((outcome = 'tp')::BIGINT) OVER w AS tp, sum((outcome = 'fp')::BIGINT) OVER w AS fp
-    FROM analyze_detections
-    WHERE outcome <> 'ignored'
-    WINDOW w AS (PARTITION BY protocol, run, category_id, area_range, curve
-                 ORDER BY score + 0.0 DESC, image_id, dt_rank ROWS UNBOUNDED PRECEDING)
-), sampled AS (
-    SELECT p.protocol, p.run, p.category_id, p.area_range, p.curve, t.recall_threshold,
-           max(p.tp / ((p.tp + p.fp) + 2.220446049250313e-16)) AS precision
-    FROM points AS p
-    JOIN n_gt AS n USING (protocol, run, category_id, area_range)
-    JOIN thresholds AS t ON t.protocol = p.protocol AND t.run = p.run AND p.tp / n.n_gt >= t.recall_threshold
-    WHERE p.is_tp AND n.n_gt > 0
-    GROUP BY ALL
-), matched AS (
-    SELECT a.protocol, a.run, k.category_id, a.area_range, c.curve, t.recall_threshold,
-           coalesce(s.precision, 0.0) AS precision
-    FROM analyze_area_ranges AS a
+WITH params AS (
+    SELECT protocol, run, '' AS stage, TRUE AS use_cats,
+           list_transform(curves, lambda c: NULL::DOUBLE) AS iou_thresholds, area_ranges,
+           [9223372036854775807] AS max_dets, recall_thresholds
+    FROM analyze_protocols
+), dt AS (
+    SELECT *, '' AS stage FROM analyze_matches
+), gt AS (
+    SELECT *, '' AS stage FROM analyze_gt_matches
+), tables AS (
+    SELECT * FROM coco_tables(params)
+), true_positives AS (
+    SELECT s.table_id, s.category_id, s.area_index, s.thr_index, s.tp / g.n_gt AS recall,
+           max(s.tp / (s.n_counted + 2.220446049250313e-16)) OVER (
+               PARTITION BY s.table_id, s.category_id, s.area_index, s.thr_index
+               ORDER BY s.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
+    FROM coco_steps(dt, params) AS s
+    JOIN coco_regular_gt(gt, params) AS g USING (table_id, category_id, area_index)
+    WHERE s.is_tp AND g.n_gt > 0
+), grid AS (
+    SELECT t.table_id, t.protocol, t.run, k.category_id, a.area_index - 1 AS area_index, a.area_range,
+           c.bit AS thr_index, c.curve, r.recall_threshold
+    FROM tables AS t
+    JOIN analyze_area_ranges AS a USING (protocol, run)
     JOIN analyze_curves AS c USING (protocol, run)
-    JOIN thresholds AS t USING (protocol, run)
+    JOIN (SELECT protocol, run, unnest(recall_thresholds) AS recall_threshold FROM analyze_protocols) AS r
+      USING (protocol, run)
     CROSS JOIN (SELECT category_id FROM categories) AS k
-    LEFT JOIN sampled AS s USING (protocol, run, category_id, area_range, curve, recall_threshold)
+), matched AS (
+    SELECT g.protocol, g.run, g.category_id, g.area_range, g.curve, g.recall_threshold,
+           coalesce(p.envelope, 0.0) AS precision
+    FROM grid AS g
+    ASOF LEFT JOIN true_positives AS p
+      ON p.table_id = g.table_id AND p.category_id = g.category_id AND p.area_index = g.area_index
+     AND p.thr_index = g.thr_index AND g.recall_threshold <= p.recall
 )
 SELECT * FROM matched
 UNION ALL
