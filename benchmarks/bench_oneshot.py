@@ -1,7 +1,7 @@
 """One-shot COCO bbox from JSON, cold and warm, against the peers in the same run (issue 17 items 3 and 4).
 
-- **cold**: the whole process (``run_tool.py TOOL GT DT``: for evalengine the ``evalengine coco`` command), start to
-  exit: imports, numba's runtime start, parsing, matching, metrics.
+- **cold**: the whole process (``run_tool.py TOOL GT DT``; for evalengine ``python -m evalengine.cli coco --json``,
+  the command as a user runs it), start to exit: imports, numba's runtime start, parsing, matching, metrics.
 - **warm**: one process evaluating the same files ``--calls`` times (evalengine: ``evaluate_coco(gt, dt).stats()``,
   the notebook case; a peer: its whole evaluation, as ``run_tool.py`` drives it), the second call timed.
 
@@ -30,6 +30,7 @@ from generate import add_size_arguments, generate, write  # noqa: E402
 PEERS = {"hotcoco": "hotcoco", "ultrafast-pycocotools": "ultrafast_pycocotools", "vernier": "vernier",
          "faster-coco-eval": "faster_coco_eval", "pycocotools": "pycocotools"}
 DEFAULT_TOOLS = ["evalengine", "hotcoco", "ultrafast-pycocotools", "vernier"]
+BASELINE = " (baseline)"  # evalengine run by --baseline-python: another checkout, in the same run
 
 
 def _cpu_seconds() -> float:
@@ -61,13 +62,17 @@ def warm_child(tool: str, gt: str, dt: str, calls: int) -> None:
         end_process(0)
 
 
-def _cold(tool: str, gt: Path, dt: Path, max_rss: float) -> dict:
-    result = run_child([sys.executable, str(HERE / "run_tool.py"), tool, str(gt), str(dt), "bbox"], max_rss)
-    return {"tool": tool, **result}
+def _cold(tool: str, gt: Path, dt: Path, max_rss: float, python: str = sys.executable) -> dict:
+    """evalengine: the ``evalengine coco`` command itself (its ``--json`` line holds the 12 numbers); a peer: its
+    whole evaluation in ``run_tool.py``."""
+    argv = ([python, "-m", "evalengine.cli", "coco", "--gt", str(gt), "--dt", str(dt), "--json", "--quiet"]
+            if tool.startswith("evalengine") else [python, str(HERE / "run_tool.py"), tool, str(gt), str(dt), "bbox"])
+    return {"tool": tool, **run_child(argv, max_rss)}
 
 
-def _warm(tool: str, gt: Path, dt: Path, max_rss: float, calls: int) -> dict:
-    result = run_child([sys.executable, __file__, "--warm-child", tool, str(gt), str(dt), str(calls)], max_rss)
+def _warm(tool: str, gt: Path, dt: Path, max_rss: float, calls: int, python: str = sys.executable) -> dict:
+    result = run_child([python, __file__, "--warm-child", tool.removesuffix(BASELINE), str(gt), str(dt), str(calls)],
+                       max_rss)
     if "error" in result:
         return {"tool": tool, **result}
     second = result["calls"][-1]
@@ -115,6 +120,8 @@ def main(argv=None):
     parser.add_argument("--calls", type=int, default=2, help="evaluations per warm process (the last one is timed)")
     parser.add_argument("--max-rss-gib", type=float, default=21.0)
     parser.add_argument("--out", type=Path, default=HERE / "out")
+    parser.add_argument("--baseline-python", default=None, metavar="PYTHON",
+                        help="also run evalengine with this interpreter (an environment with an earlier checkout)")
     args = parser.parse_args(argv)
 
     data = args.out / f"coco_{args.images}img_{args.classes}cls_{args.dets_per_image}det"
@@ -124,13 +131,18 @@ def main(argv=None):
     compile_bytecode()
     gt, dt, max_rss = data / "gt.json", data / "dt.json", args.max_rss_gib * 2**30
     tools = runnable(args.tools)
-    if "evalengine" in tools:
-        _cold("evalengine", gt, dt, max_rss)  # numba's cache, compiled once
+    pythons = {tool: sys.executable for tool in tools}
+    if args.baseline_python:
+        pythons["evalengine" + BASELINE] = args.baseline_python
+    for tool, python in pythons.items():
+        if tool.startswith("evalengine"):
+            _cold(tool, gt, dt, max_rss, python)  # numba's cache, compiled once
+    tools = list(pythons)
     cold, warm = {tool: [] for tool in tools}, {tool: [] for tool in tools}
     for _ in range(args.repeat):
         for tool in tools:
-            cold[tool].append(_cold(tool, gt, dt, max_rss))
-            warm[tool].append(_warm(tool, gt, dt, max_rss, args.calls))
+            cold[tool].append(_cold(tool, gt, dt, max_rss, pythons[tool]))
+            warm[tool].append(_warm(tool, gt, dt, max_rss, args.calls, pythons[tool]))
             print(json.dumps({"cold": cold[tool][-1], "warm": warm[tool][-1]}), file=sys.stderr, flush=True)
     import pyarrow.parquet as pq
 

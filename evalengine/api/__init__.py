@@ -1,8 +1,13 @@
 """What a notebook imports: open or build a store, add runs, evaluate a run under a protocol and get back an
 evaluation whose metrics are Polars frames (:mod:`evalengine.evaluation`)."""
 
+from __future__ import annotations  # the proposal, SQL and baseline types load with the methods that use them
+
+import importlib
 import shutil
+import sys
 import tempfile
+import types
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -10,34 +15,22 @@ from pathlib import Path
 
 import polars as pl
 
-from evalengine import baselines, schema
-from evalengine import sql as sql_views
+from evalengine import schema
+from evalengine.api.lazy import LAZY, LAZY_NAMES, MODULE_NAMES, SOURCE_NAME
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.planner import match
 from evalengine.engine.runner import SCHEDULERS
 from evalengine.errors import InputWarning
-from evalengine.evaluation import proposals as proposal_evaluation
 from evalengine.evaluation import report
 from evalengine.evaluation.detection import Evaluation, compare
-from evalengine.evaluation.proposals import ProposalEvaluation, reference_run
-from evalengine.geometry.boxes import corner_columns
 from evalengine.io.coco import CocoDataset, read_coco_gt
 from evalengine.io.detections import count_rows, estimate_rows, iter_detections, prefetch
 from evalengine.io.memory import as_files, describe
-from evalengine.io.metadata import with_image_metadata
-from evalengine.geometry.homography import homography_table
-from evalengine.io.perturbations import read_homographies
-from evalengine.io.proposals import BOX_CONVENTIONS, iter_proposals
 from evalengine.match.coco import COCO_AREA_RANGES, COCO_IOU_THRESHOLDS, COCO_MAX_DETS, IOU_TYPES, CocoProtocol
-from evalengine.metrics.lrp import SEARCHES as LRP_SEARCHES
-from evalengine.match.proposals import HOSANG_BUDGETS, PONT_TUSET_BUDGETS, ProposalProtocol
-from evalengine.match.proposals import IOU_TYPES as PROPOSAL_IOU_TYPES
-from evalengine.match.repeatability import RepeatabilityProtocol
-from evalengine.match.voc import VocProtocol
 from evalengine.progress import Phases
+from evalengine.geometry.boxes import corner_columns
 from evalengine.store.build import add_proposal_run, add_run, create_store, replaced_store
 from evalengine.store.commit import replace_file
-from evalengine.store.fsck import Finding, fsck
 from evalengine.store.layout import Shown, StoreLayout, open_layout
 from evalengine.store.location import location
 from evalengine.store.memory import memory_store
@@ -46,6 +39,40 @@ from evalengine.store.ranking import ORDERINGS, ProposalOrder, ProposalRun
 from evalengine.store.shards import scan_shards
 from evalengine.store.tags import check_tags, parse_tags
 from evalengine.store.sharding import PROPOSALS_PER_SHARD, default_shard_count
+
+def __getattr__(name: str):
+    """A name of :data:`LAZY`, imported on first use with the other names of its module, which are kept as this
+    module's attributes (a front door's function wins over its submodule's name: ``analyze``, ``borji``, …)."""
+    if name not in LAZY_NAMES:
+        raise AttributeError(f"module 'evalengine.api' has no attribute {name!r}")
+    source = LAZY_NAMES[name]
+    module = importlib.import_module(source)
+    for bound in LAZY[source]:
+        globals()[bound] = module if bound in MODULE_NAMES else getattr(module, SOURCE_NAME.get(bound, bound))
+    return globals()[name]
+
+
+class _Api(types.ModuleType):
+    """This module's type: importing a front door (``evalengine.api.analyze``) binds its name here to the submodule;
+    where a function of :data:`LAZY` has that name (``analyze``, ``borji``, ``confusion``, …), the function is
+    given, whichever was imported first."""
+
+    def __getattribute__(self, name):
+        value = super().__getattribute__(name)
+        if isinstance(value, types.ModuleType) and name in LAZY_NAMES and name not in MODULE_NAMES:
+            return __getattr__(name)
+        return value
+
+
+sys.modules[__name__].__class__ = _Api
+
+
+def _lazy(*names):
+    """The values of ``names`` (of :data:`LAZY`), for the methods below (a module's own functions do not see its
+    ``__getattr__``)."""
+    values = tuple(__getattr__(name) for name in names)
+    return values if len(values) > 1 else values[0]
+
 
 # what the front doors declare their options from (the command is built on this module alone)
 __all__ = ["BOX_CONVENTIONS", "COCO_AREA_RANGES", "COCO_IOU_THRESHOLDS", "COCO_MAX_DETS", "HOSANG_BUDGETS",
@@ -112,6 +139,7 @@ class Store(Shown):
         ``tags`` (:func:`evalengine.store.tags.proposal_tags`: not ``perturbation``, ``level`` or ``reference``)."""
         check_name("run", run)
         images = self.images().collect()
+        iter_proposals = _lazy("iter_proposals")
         proposal = ProposalRun(lambda: iter_proposals(path, images, box_convention),
                                order or ProposalOrder(), box_convention, source=str(path))
         return Store(add_proposal_run(self.layout, run, proposal, provenance={run: str(path)}, overwrite=overwrite,
@@ -121,7 +149,7 @@ class Store(Shown):
                      seed: int = 0, overwrite: bool = False) -> "Store":
         """Add a baseline proposal run (Hosang et al. §2.4) generated for every image of the store; Uniform and
         Gaussian are fitted on the store's ground truth unless ``params`` are given."""
-        images = self.images().collect()
+        images, baselines = self.images().collect(), _lazy("baselines")
         if params is None:
             params = baselines.fitted_params(kind, self.gt().collect(), images)
         run = kind if run is None else run
@@ -139,6 +167,8 @@ class Store(Shown):
         with them and ``tags`` (e.g. ``{"model": "edgeboxes"}``)."""
         self.layout.check_proposal_run(reference)
         images = self.images().collect()
+        homography_table, read_homographies, iter_proposals = _lazy("homography_table", "read_homographies",
+                                                                    "iter_proposals")
         table = (homography_table(images, kind, level) if homographies is None
                  else read_homographies(homographies, images))
         proposal = ProposalRun(lambda: iter_proposals(path, images, box_convention), order or ProposalOrder(),
@@ -162,19 +192,21 @@ class Store(Shown):
     def evaluate_proposals(self, run: str = DEFAULT_PROPOSAL_RUN, protocol: ProposalProtocol | None = None,
                            **schedule) -> ProposalEvaluation:
         """Match a proposal run at every budget (Hosang et al.), reusing a stored match table."""
-        protocol = protocol or ProposalProtocol()
-        return ProposalEvaluation(self.layout, run, protocol, self.match(protocol, run, **schedule))
+        protocol = protocol or _lazy("ProposalProtocol")()
+        return _lazy("ProposalEvaluation")(self.layout, run, protocol, self.match(protocol, run, **schedule))
 
     def mean_proposals(self, run: str, budgets) -> pl.DataFrame:
         """Mean proposals per image at each budget, counted from the ranked proposals of ``run``."""
-        return proposal_evaluation.coco_mean_proposals(self.layout, run, budgets)
+        return _lazy("proposal_evaluation").coco_mean_proposals(self.layout, run, budgets)
 
     def repeatability(self, runs, reference: str | None = None, top_n: int = 1000, method: str = "exact",
                       empty_bins: str = "skip", touching_gt: bool = False, by_bin: bool = False,
                       **schedule) -> pl.DataFrame:
         """Repeatability of each perturbed run (Hosang et al. §3) against the reference run it was added with, or
         ``reference`` (which wins, with a warning), with its kind and level; ``by_bin``: the area per size bin."""
-        protocols = {run: RepeatabilityProtocol(reference_run(self.layout, run, reference), top_n) for run in runs}
+        repeatability_protocol, proposal_evaluation = _lazy("RepeatabilityProtocol", "proposal_evaluation")
+        protocols = {run: repeatability_protocol(proposal_evaluation.reference_run(self.layout, run, reference), top_n)
+                     for run in runs}
         folders = [(run, self.match(protocols[run], run, **schedule)) for run in runs]
         return proposal_evaluation.repeatability(self.layout, folders, method, empty_bins, touching_gt, by_bin)
 
@@ -188,24 +220,24 @@ class Store(Shown):
     def export(self, out, fmt: str = "coco-results", run: str = DEFAULT_RUN, iou_threshold: float = 0.5,
                max_dets: int | None = None, protocol: CocoProtocol | None = None, **schedule):
         """A run's COCO match table per object written to ``out`` (:func:`evalengine.api.formats.export`)."""
-        return export(self, out, fmt, run, iou_threshold, max_dets, protocol, **schedule)
+        return _lazy("export")(self, out, fmt, run, iou_threshold, max_dets, protocol, **schedule)
 
     def sql(self, query: str, allow_external: bool = False) -> pl.DataFrame:
         """Run one read-only SQL statement (``SELECT`` or ``WITH``) over the store's DuckDB views (see the top-level
         ``sql/`` folder) and return a Polars frame; ``allow_external`` runs anything DuckDB runs, on any file
         (:mod:`evalengine.sql`)."""
-        return sql_views.query(self.path, query, allow_external)
+        return _lazy("sql_views").query(self.path, query, allow_external)
 
     def duckdb(self, allow_external: bool = False):
         """A DuckDB connection with the store's views, for notebooks (``.pl()``, ``.arrow()``, ``.df()``): no file or
         URL outside the store, no extension, its configuration locked, unless ``allow_external``. Its statements are
         not checked as :meth:`sql`'s are: inside the store, a COPY or EXPORT of yours would write."""
-        return sql_views.connect(self.path, allow_external)
+        return _lazy("sql_views").connect(self.path, allow_external)
 
     def image_ids(self, where: str) -> list:
         """Ids of the images satisfying ``where``, one boolean SQL expression over the ``images`` view (any
         ingested metadata), e.g. ``"width > 500 AND weather = 'rain'"``."""
-        return sql_views.image_ids(self.path, where)
+        return _lazy("sql_views").image_ids(self.path, where)
 
     def report(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN, where: str | None = None,
                category_ids=None, **schedule) -> Evaluation:
@@ -252,9 +284,10 @@ def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, im
     if store is not None:
         replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before parsing
     detections = prefetch(dt_path, masks)  # parsed while the ground truth is read
+    read_gt = _lazy("read_gt")  # the ground truth kept for the next call (evalengine.api.coco)
     dataset = read_gt(gt_json) if check_gt is None else check_gt(read_gt(gt_json), str(gt_json))
     if image_metadata is not None:
-        dataset = with_image_metadata(dataset, image_metadata)
+        dataset = _lazy("with_image_metadata")(dataset, image_metadata)
     shards = n_shards or default_shard_count(max(estimate_rows(dt_path), dataset.gt.height))
     runs = {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)}
     if store is None:
@@ -290,6 +323,7 @@ def ingest_proposals(gt_json, proposals_path, store, run: str = DEFAULT_PROPOSAL
     path = Path(proposals_path)
     rows = estimate_rows(path) if path.is_file() and path.suffix.lower() in (".json", ".parquet") else 0
     shards = n_shards or max(default_shard_count(rows, PROPOSALS_PER_SHARD), default_shard_count(dataset.gt.height))
+    iter_proposals = _lazy("iter_proposals")
     proposal = ProposalRun(lambda: iter_proposals(path, dataset.images, box_convention), order or ProposalOrder(),
                            box_convention, source=str(path))
     layout = create_store(store, dataset.images, dataset.categories, dataset.gt, {}, n_shards=shards,
@@ -320,45 +354,23 @@ def on_store_or_files(store, n_shards: int | None, evaluate):
 def check_store(path, repair: bool = False) -> pl.DataFrame:
     """``evalengine fsck``: the problems of a store, one row each (``path``, ``problem``, ``repair``: ``remove``
     or what to do); with ``repair``, the removable ones are removed (see :mod:`evalengine.store.fsck`)."""
+    fsck, finding = _lazy("fsck", "Finding")
     findings = fsck(path, repair)
     return pl.DataFrame([vars(finding) for finding in findings],
-                        schema={name: pl.String for name in Finding.__dataclass_fields__})
+                        schema={name: pl.String for name in finding.__dataclass_fields__})
 
 
 def baseline_params(gt_json, kind: str, params: dict | None = None) -> dict | None:
     """The parameters of a baseline: ``params`` as given, else fitted on a COCO ground truth (Uniform, Gaussian)."""
     dataset = read_coco_gt(gt_json)
-    return params if params is not None else baselines.fitted_params(kind, dataset.gt, dataset.images)
+    return params if params is not None else _lazy("baselines").fitted_params(kind, dataset.gt, dataset.images)
 
 
 def generate_baseline(gt_json, kind: str, per_image: int, params: dict | None = None, seed: int = 0) -> tuple:
     """``(proposals, n_images)``: a baseline (Hosang et al. §2.4) for every image of a COCO ground truth, as one
     frame of continuous ``image_id, x1, y1, x2, y2``; Uniform and Gaussian fitted on it unless ``params`` are given."""
-    dataset = read_coco_gt(gt_json)
+    dataset, baselines = read_coco_gt(gt_json), _lazy("baselines")
     if params is None:
         params = baselines.fitted_params(kind, dataset.gt, dataset.images)
     frames = baselines.generate(kind, dataset.images, per_image, params, seed)
     return pl.concat(list(frames)).select("image_id", *corner_columns()), dataset.images.height
-
-
-# the front doors of the families built on the above (imported last: they use Store and the COCO functions)
-from evalengine.api.coco import IN_MEMORY_DETECTIONS, evaluate_coco, evaluate_store, read_gt  # noqa: E402
-from evalengine.api.voc import (VOC_METRICS, VocEvaluation, evaluate_store_voc, evaluate_thresholds,  # noqa: E402
-                                evaluate_voc, ingest_voc, lrp_protocol, voc_output, voc_sample)
-from evalengine.api.diagnosis import TIDE_IOU_TYPES, TIDE_MODES, TideEvaluation, TideProtocol, pairs, tide, tide_summary  # noqa: E402
-from evalengine.api.confusion import CONFUSION_THRESHOLDS, Confusion, confusion, confusion_payload  # noqa: E402
-from evalengine.api.upper_bound import (UPPER_BOUND_RUN, UPPER_BOUND_STRATEGIES, UpperBound,  # noqa: E402
-                                      upper_bound, upper_bound_output)
-from evalengine.api.invariance import INVARIANCE_METRICS, Invariance, invariance, invariance_output  # noqa: E402
-from evalengine.api.analyze import (ANALYZE_CURVES, ANALYZE_IOU_TYPES, AnalyzeEvaluation, AnalyzeProtocol,  # noqa: E402
-                                     AnalyzeResult, analyze, analyze_scope, analyze_table)
-from evalengine.api.borji import (BORJI_DUPLICATES, BORJI_STAGES, BORJI_VARIANTS, BorjiEvaluation,  # noqa: E402
-                                  BorjiProtocol, borji, borji_summary)
-from evalengine.api.borji import BORJI_IOU_TYPES  # noqa: E402
-from evalengine.api.density import DENSITY_KINDS, BoxDensity, box_density, box_density_output  # noqa: E402
-from evalengine.api.streaming import StreamingEvaluator  # noqa: E402
-from evalengine.api.lvis import (LvisEvaluation, LvisProtocol, evaluate_lvis, evaluate_store_lvis,  # noqa: E402
-                                 ingest_lvis, lvis_output, lvis_payload)
-from evalengine.api.openimages import (OpenImagesEvaluation, OpenImagesProtocol, evaluate_openimages,  # noqa: E402
-                                       evaluate_store_openimages, ingest_openimages, openimages_output)
-from evalengine.api.formats import add_run_formats, evaluate_formats, export, ingest_formats  # noqa: E402

@@ -20,6 +20,7 @@ declaring its subcommands and calling the API only.
 import argparse
 import atexit
 import errno
+import importlib
 import os
 import signal
 import sys
@@ -46,31 +47,48 @@ class Parser(argparse.ArgumentParser):
                               f"see {self.prog} --help\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command's parser; it imports the commands, hence the libraries (inside :func:`main`'s boundary: a Ctrl-C
-    while they load is an interruption too)."""
-    from evalengine.cli import analyze, borji, coco, confusion, demo, diagnosis, fsck, invariance, lrp, proposals
-    from evalengine.cli import density, openimages, query, segmentation, upper_bound, voc
-    from evalengine.cli import export, lvis, warmup
+# the subcommands, in the order the help lists them: (name, module of evalengine.cli, the function adding it)
+SUBCOMMANDS = (
+    ("coco", "coco", "add_coco"), ("voc", "voc", "add_voc"), ("openimages", "openimages", "add_openimages"),
+    ("ingest", "coco", "add_ingest"), ("evaluate", "coco", "add_evaluate"), ("add-run", "coco", "add_add_run"),
+    ("compare", "coco", "add_compare"), ("plot", "query", "add_plot"), ("report", "coco", "add_report"),
+    ("lrp", "lrp", "add_lrp"), ("thresholds", "lrp", "add_thresholds"), ("tide", "diagnosis", "add_tide"),
+    ("confusion", "confusion", "add_confusion"), ("analyze", "analyze", "add_analyze"),
+    ("diagnose", "borji", "add_diagnose"), ("upper-bound", "upper_bound", "add_upper_bound"),
+    ("invariance", "invariance", "add_invariance"), ("density", "density", "add_density"),
+    ("lvis", "lvis", "add_lvis"), ("sql", "query", "add_sql"), ("proposals", "proposals", "add_proposals"),
+    ("segmentation", "segmentation", "add_segmentation"), ("add-proposals", "proposals", "add_add_proposals"),
+    ("repeatability", "proposals", "add_repeatability"), ("baseline", "proposals", "add_baseline"),
+    ("fsck", "fsck", "add_fsck"), ("demo", "demo", "add_demo"), ("export", "export", "add_export"),
+    ("warmup", "warmup", "add_warmup"),
+)
 
-    # the subcommands, in the order the help lists them
-    subcommands = (coco.add_coco, voc.add_voc, openimages.add_openimages, coco.add_ingest, coco.add_evaluate, coco.add_add_run, coco.add_compare,
-                   query.add_plot, coco.add_report, lrp.add_lrp, lrp.add_thresholds, diagnosis.add_tide, confusion.add_confusion,
-                   analyze.add_analyze, borji.add_diagnose, upper_bound.add_upper_bound, invariance.add_invariance,
-                   density.add_density,
-                   lvis.add_lvis,
-                   query.add_sql,
-                   proposals.add_proposals, segmentation.add_segmentation,
-                   proposals.add_add_proposals, proposals.add_repeatability, proposals.add_baseline, fsck.add_fsck,
-                   demo.add_demo, export.add_export, warmup.add_warmup)
+
+def build_parser(argv=None) -> argparse.ArgumentParser:
+    """The command's parser; it imports the commands, hence the libraries (inside :func:`main`'s boundary: a Ctrl-C
+    while they load is an interruption too). Given ``argv`` naming a subcommand, only that one is declared, so that a
+    command imports its own family alone (every one without ``argv``, for the top-level help or a name that is none
+    of them)."""
+    named = None if argv is None else _subcommand(argv)
     parser = Parser(prog="evalengine", description="The ``evalengine`` command.")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error (also EVALENGINE_DEBUG=1)")
     parser.add_argument("--version", action="version", version=f"evalengine {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in subcommands:
-        add(sub)
+    for name, module, add in SUBCOMMANDS:
+        if named is None or name == named:
+            getattr(importlib.import_module(f"evalengine.cli.{module}"), add)(sub)
     return parser
+
+
+def _subcommand(argv) -> str | None:
+    """The subcommand ``argv`` runs: its first word after the top-level options (None before a ``--help`` or
+    ``--version``, or when it names none)."""
+    for word in argv:
+        if word == "--debug":
+            continue
+        return word if word in {name for name, _, _ in SUBCOMMANDS} else None
+    return None
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
@@ -91,7 +109,8 @@ def main(argv=None) -> int:
     """Run the command of ``argv``; return its exit status (see the module's docstring)."""
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(argv).parse_args(argv)
         warnings.showwarning = _one_line_warning
         compile_notice()
         text = args.func(args)
@@ -170,6 +189,7 @@ def _silence_stdout() -> None:
 def run() -> None:
     """The ``evalengine`` command: :func:`main`, then :func:`end_process`."""
     sys.unraisablehook = _interrupt_again
+    _without_blas_probe()
     code = EXIT_INTERRUPTED
     try:
         code = main()
@@ -177,6 +197,14 @@ def run() -> None:
     except KeyboardInterrupt:  # in the instant between the two
         pass
     end_process(code)
+
+
+def _without_blas_probe() -> None:
+    """numba's start (its typing registries, loaded with the first kernel) imports ``scipy.linalg.cython_blas`` to
+    look for a BLAS where SciPy is installed: ~0.3 CPU s, more than NumPy's import. No kernel of evalengine calls
+    BLAS, so the command's own process tells numba there is none (only here: a notebook's numba keeps its BLAS)."""
+    if "scipy.linalg" not in sys.modules:
+        sys.modules.setdefault("scipy.linalg.cython_blas", None)  # imports of it raise ModuleNotFoundError
 
 
 def _interrupt_again(unraisable) -> None:

@@ -3,7 +3,7 @@
 
 from evalengine import api
 from evalengine.api import formats
-from evalengine.cli import lvis, options, segmentation, voc
+from evalengine.cli import options
 from evalengine.cli.options import STORE_HELP
 
 
@@ -38,6 +38,8 @@ def _cmd_ingest(args) -> str:
 
 
 def _cmd_evaluate(args) -> str:
+    from evalengine.cli import lvis, segmentation, voc  # the other protocols' commands, loaded for them only
+
     if args.protocol == "voc":
         return voc.cmd_evaluate(args)
     if args.protocol == "partitions":
@@ -89,6 +91,8 @@ def add_coco(sub) -> None:
 
 
 def add_ingest(sub) -> None:
+    from evalengine.cli import lvis, segmentation, voc
+
     ingest = sub.add_parser("ingest", help="build a store from input files")
     ingest_sub = ingest.add_subparsers(dest="format", required=True)
     for name, text in (("coco", "COCO ground truth and results"), ("lvis", lvis.INGEST_HELP)):
@@ -113,6 +117,8 @@ def add_ingest(sub) -> None:
 
 
 def add_evaluate(sub) -> None:
+    from evalengine.cli import segmentation, voc
+
     evaluate = options.store_command(sub, "evaluate", "match a stored run and print its COCO summary", _cmd_evaluate)
     evaluate.add_argument("--protocol", choices=["coco", "voc", "partitions", "lvis"], default="coco",
                           help="matching protocol (partitions: the contingency tables of a partition store; lvis: "

@@ -57,7 +57,7 @@ def _cmd_warmup(args) -> str:
     with resources.as_file(data / SAMPLE_GT) as gt, resources.as_file(data / SAMPLE_DT) as dt, \
             tempfile.TemporaryDirectory(prefix="evalengine-warmup-") as tmp:
         for argv in workloads(gt, dt, Path(tmp)):
-            command = build_parser().parse_args(argv)
+            command = build_parser(argv).parse_args(argv)
             command.func(command)
     kernels = cacheable_kernels()
     compiled = [module for module, kernel in kernels if kernel.signatures]

@@ -2,23 +2,28 @@
 
 Similarity comes from :mod:`evalengine.geometry`; the assignment kernels (``greedy_score``: COCO's greedy by
 detection score; ``greedy_iou``: Hosang's greedy by largest IoU) are shared by the protocols that need them.
+
+The protocol classes and :data:`PROTOCOLS` are imported on first use (PEP 562): importing one protocol's module
+(``evalengine.match.coco``) runs this file first, and a command that matches COCO should not load every family.
 """
 
-from evalengine.match.analyze import AnalyzeProtocol
-from evalengine.match.borji import BorjiProtocol
-from evalengine.match.coco import CocoProtocol
-from evalengine.match.lvis import LvisProtocol
-from evalengine.match.confusion import ConfusionProtocol
-from evalengine.match.pairs import PairsProtocol
-from evalengine.match.partitions import PartitionProtocol
-from evalengine.match.partition_boundaries import PartitionBoundaryProtocol
-from evalengine.match.proposals import ProposalProtocol
-from evalengine.match.repeatability import RepeatabilityProtocol
-from evalengine.match.tide import TideProtocol
-from evalengine.match.voc import VocProtocol
-from evalengine.match.openimages import OpenImagesProtocol
+import importlib
 
-# every protocol family: its match tables' SQL views come from these (see evalengine.sql)
-PROTOCOLS = (CocoProtocol, ProposalProtocol, RepeatabilityProtocol, VocProtocol, PairsProtocol, TideProtocol,
-             AnalyzeProtocol, BorjiProtocol, ConfusionProtocol, LvisProtocol, PartitionProtocol, OpenImagesProtocol,
-             PartitionBoundaryProtocol)
+# every protocol family, by class and module: its match tables' SQL views come from these (see evalengine.sql)
+_PROTOCOL_MODULES = {
+    "CocoProtocol": "coco", "ProposalProtocol": "proposals", "RepeatabilityProtocol": "repeatability",
+    "VocProtocol": "voc", "PairsProtocol": "pairs", "TideProtocol": "tide", "AnalyzeProtocol": "analyze",
+    "BorjiProtocol": "borji", "ConfusionProtocol": "confusion", "LvisProtocol": "lvis",
+    "PartitionProtocol": "partitions", "OpenImagesProtocol": "openimages",
+    "PartitionBoundaryProtocol": "partition_boundaries",
+}
+
+__all__ = ["PROTOCOLS", *_PROTOCOL_MODULES]
+
+
+def __getattr__(name: str):
+    if name == "PROTOCOLS":
+        return tuple(__getattr__(protocol) for protocol in _PROTOCOL_MODULES)
+    if name in _PROTOCOL_MODULES:
+        return getattr(importlib.import_module(f"evalengine.match.{_PROTOCOL_MODULES[name]}"), name)
+    raise AttributeError(f"module 'evalengine.match' has no attribute {name!r}")

@@ -19,10 +19,11 @@ from evalengine.errors import ProtocolError, check_option
 from evalengine.geometry.box_iou import COCO, box_iou_blocks
 from evalengine.geometry.boxes import xywh
 from evalengine.match.greedy_score import assign_by_score
-from evalengine.match.groups import block_chunks, merge_groups, rank_in_group
+from evalengine.match.groups import block_chunks, merge_groups
 from evalengine.match.proposals import as_detections
 from evalengine.match.protocol import (Protocol, arrow_array, column_array, increasing, positive_integers,
-                                       real_numbers, unit_thresholds)
+                                       real_numbers, take_rows, unit_thresholds)
+from evalengine.match.score_order import matching_order
 from evalengine.match.shapes import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,
                                      mask_similarity, places, shape_tables, sources, with_shapes)
 
@@ -215,17 +216,12 @@ def prepare_gt(gt: pl.DataFrame, category_ids, use_cats: bool = True) -> pl.Data
 
 def prepare_dt(dt: pl.DataFrame, category_ids, protocol: CocoProtocol) -> pl.DataFrame:
     """Detections of evaluated categories, score-sorted per group (ties: file order, as pycocotools' stable sort),
-    ranked, cut to ``maxDets[-1]``; groups in :func:`prepare_gt`'s order."""
-    dt = dt.filter(pl.col("category_id").is_in(pl.Series(category_ids).implode()))
-    score = pl.col("score") + 0.0  # -0.0 ties with 0.0, as in pycocotools' sort
-    keys = ([pl.col("category_id"), pl.col("image_id"), score, pl.col("det_id")] if protocol.use_cats
-            else [pl.col("image_id"), score, pl.col("category_id"), pl.col("det_id")])
-    dt = dt.sort(keys, descending=[key is score for key in keys])
-    image = column_array(dt, "image_id")
-    category = column_array(dt, "category_id") if protocol.use_cats else np.zeros_like(image)
-    rank = rank_in_group(image, category)
-    keep = rank < protocol.max_det_cap
-    return dt.filter(keep).with_columns(pl.Series("dt_rank", rank[keep], dtype=pl.Int32))
+    ranked, cut to ``maxDets[-1]``; groups in :func:`prepare_gt`'s order (:func:`~evalengine.match.score_order.
+    matching_order`)."""
+    order, rank = matching_order(column_array(dt, "category_id"), column_array(dt, "image_id"),
+                                 column_array(dt, "score", np.float64), column_array(dt, "det_id"), category_ids,
+                                 protocol.use_cats, protocol.max_det_cap)
+    return take_rows(dt, order).with_columns(pl.Series("dt_rank", rank, dtype=pl.Int32))
 
 
 def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:

@@ -28,16 +28,23 @@ _ONE = np.uint64(1)
 def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, gt_area, gt_crowd, gt_ignore,
                     gt_zero_id, dt_area, iou_thr, area_lo, area_hi, zero_id_quirk, out):
     """Assign groups ``[lo, hi)`` from their blocks (:func:`evalengine.geometry.box_iou.box_iou_blocks`'s layout);
-    ``out`` = (dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched), written in place."""
+    ``out`` = (dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched), written in place.
+
+    Thresholds are independent searches (a ``taken`` row each), so each detection runs them in turn and stops at
+    the first one its best similarity in the group does not reach: the later ones are not reached either."""
     dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
     n_thr = iou_thr.shape[0]
     n_area = area_lo.shape[0]
+    all_bits = ~np.uint64(0) >> np.uint64(64 - n_thr)
+    lowest = np.empty(n_thr)  # the similarity a match at each threshold needs at least
+    for t in range(n_thr):
+        lowest[t] = min(iou_thr[t], 1 - 1e-10)
     most_gt = 1
     for k in range(lo, hi):
         most_gt = max(most_gt, gt_len[k])
     order = np.empty(most_gt, np.int64)  # scratch buffers, reused by every group
     ignored = np.empty(most_gt, np.bool_)
-    taken = np.empty(most_gt, np.bool_)
+    taken = np.empty((n_thr, most_gt), np.bool_)
     for k in range(lo, hi):
         g0, ng, d0, nd = gt_start[k], gt_len[k], dt_start[k], dt_len[k]
         block = offsets[k - lo]
@@ -45,7 +52,7 @@ def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len,
             for a in range(n_area):
                 for d in range(nd):
                     if dt_area[d0 + d] < area_lo[a] or dt_area[d0 + d] > area_hi[a]:
-                        dt_ignored[d0 + d, a] = ~np.uint64(0) >> np.uint64(64 - n_thr)
+                        dt_ignored[d0 + d, a] = all_bits
             continue
         for a in range(n_area):
             area_bit = _ONE << np.uint64(a)
@@ -64,16 +71,25 @@ def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len,
                     i += 1
             for i in range(ng):
                 ignored[i] = i >= n_regular
-            for t in range(n_thr):
-                thr_bit = _ONE << np.uint64(t)
-                taken[:ng] = False
-                for d in range(nd):
-                    row = block + d * ng
-                    best = min(iou_thr[t], 1 - 1e-10)
+            taken[:, :ng] = False
+            for d in range(nd):
+                row = block + d * ng
+                best_value = -np.inf  # NaN: never skip (a NaN similarity is taken as the reference's loop takes it)
+                for g in range(ng):
+                    value = values[row + g]
+                    best_value = np.inf if value != value else max(best_value, value)
+                outside = dt_area[d0 + d] < area_lo[a] or dt_area[d0 + d] > area_hi[a]
+                for t in range(n_thr):
+                    if best_value < lowest[t]:  # no ground truth reaches this threshold, nor the next ones
+                        if outside:
+                            dt_ignored[d0 + d, a] |= all_bits >> np.uint64(t) << np.uint64(t)
+                        break
+                    thr_bit = _ONE << np.uint64(t)
+                    best = lowest[t]
                     m = -1
                     for i in range(ng):
                         g = order[i]
-                        if taken[i] and not gt_crowd[g0 + g]:
+                        if taken[t, i] and not gt_crowd[g0 + g]:
                             continue
                         if m > -1 and not ignored[m] and ignored[i]:
                             break
@@ -81,12 +97,11 @@ def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len,
                             continue
                         best = values[row + g]
                         m = i
-                    outside = dt_area[d0 + d] < area_lo[a] or dt_area[d0 + d] > area_hi[a]
                     if m == -1:
                         if outside:
                             dt_ignored[d0 + d, a] |= thr_bit
                         continue
-                    taken[m] = True
+                    taken[t, m] = True
                     g = order[m]
                     gt_matched[g0 + g, a] |= thr_bit
                     counted = not (zero_id_quirk and gt_zero_id[g0 + g])

@@ -25,28 +25,22 @@ import polars as pl
 from evalengine.errors import EvalEngineError
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.groups import counting_order
+from evalengine.match.score_order import sort_rows
 
 _EPS = np.spacing(1)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def order_by_category(cat_index, n_cat, score, image_id, rank):
-    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank); stable sorts.
-    (Any two tie keys work: ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)
-
-    The match table holds each image's detections in rank order (every image lies in one shard, written in
-    (category, image, rank) order), so a stable sort by image id already breaks score ties by (image, rank);
-    rows of an image out of rank order (a table written otherwise) are sorted by rank first."""
+    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank; then row order): one
+    stable merge sort per category (:func:`~evalengine.match.score_order.sort_rows`). (Any two tie keys work:
+    ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)"""
     order, starts = counting_order(cat_index, n_cat)
     for k in numba.prange(n_cat):
         seg = order[starts[k]:starts[k + 1]]
-        seg[:] = seg[np.argsort(image_id[seg], kind="mergesort")]
-        for j in range(1, seg.shape[0]):
-            if image_id[seg[j]] == image_id[seg[j - 1]] and rank[seg[j]] <= rank[seg[j - 1]]:
-                seg[:] = seg[np.argsort(rank[seg], kind="mergesort")]
-                seg[:] = seg[np.argsort(image_id[seg], kind="mergesort")]
-                break
-        seg[:] = seg[np.argsort(-score[seg], kind="mergesort")]
+        rows = np.arange(seg.shape[0])  # sorted over the category's keys gathered in sequence (cache-friendly)
+        sort_rows(rows, np.empty_like(rows), score[seg], image_id[seg], rank[seg], False)
+        seg[:] = seg[rows]
     return order, starts
 
 
@@ -84,6 +78,7 @@ def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt
     n_area = tp_bits.shape[1]
     n_md = max_dets.shape[0]
     n_rec = rec_thr.shape[0]
+    every_threshold = ~np.uint64(0) >> np.uint64(64 - n_thr)
     ap = np.full((n_cat, n_area, n_md, n_thr), -1.0)
     recall = np.full((n_cat, n_area, n_md, n_thr), -1.0)
     curve_shape = (n_cat, n_area, n_md, n_thr, n_rec) if want_curve else (0, 0, 0, 0, 0)
@@ -95,7 +90,8 @@ def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt
             if n_gt == 0:
                 continue
             tp = np.zeros((n_md, n_thr))
-            fp = np.zeros((n_md, n_thr))
+            fp = np.zeros((n_md, n_thr))  # false positives at some thresholds only; at every one: fp_all
+            fp_all = np.zeros(n_md)
             n_ranked = np.zeros(n_md, np.int64)
             first_score = np.zeros(n_md)
             n_events = np.zeros((n_md, n_thr), np.int64)
@@ -112,8 +108,9 @@ def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt
                         first_score[m] = scores[i]
                     n_ranked[m] += 1
                     if tp_i == 0 and ignored_i == 0:  # a false positive at every threshold (the usual case)
-                        for t in range(n_thr):
-                            fp[m, t] += 1.0
+                        fp_all[m] += 1.0
+                        continue
+                    if ignored_i == every_threshold:  # ignored at every one (outside the area range): not counted
                         continue
                     for t in range(n_thr):
                         bit = np.uint64(1) << np.uint64(t)
@@ -127,7 +124,8 @@ def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt
                                 event_precision = _grown(event_precision)
                                 event_score = _grown(event_score)
                             event_recall[m, t, e] = tp[m, t] / n_gt
-                            event_precision[m, t, e] = tp[m, t] / (fp[m, t] + tp[m, t] + _EPS)
+                            # integral counts in floats: fp_all + fp is the reference's count exactly
+                            event_precision[m, t, e] = tp[m, t] / ((fp_all[m] + fp[m, t]) + tp[m, t] + _EPS)
                             event_score[m, t, e] = scores[i]
                             n_events[m, t] = e + 1
                         else:
@@ -144,6 +142,7 @@ def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt
                             env[e] = env[e + 1]
                     q[:] = 0.0
                     qs[:] = 0.0
+                    e = 0  # searchsorted(recall, R, 'left') as a walk: both increase
                     for r in range(n_rec):
                         if n_ranked[m] == 0:
                             break
@@ -151,7 +150,8 @@ def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt
                             q[r] = env[0] if n_ev else 0.0
                             qs[r] = first_score[m]
                             continue
-                        e = np.searchsorted(event_recall[m, t, :n_ev], rec_thr[r])
+                        while e < n_ev and event_recall[m, t, e] < rec_thr[r]:
+                            e += 1
                         if e >= n_ev:  # pycocotools' try/except stops at the first miss
                             break
                         q[r] = env[e]

@@ -54,7 +54,8 @@ class MemoryShards:
     def close(self) -> int:
         for k, parts in enumerate(self.parts):
             table = pa.concat_tables(parts) if parts else self.arrow_schema.empty_table()
-            self.files[str(shard_file(self.folder, k))] = pl.from_arrow(table)
+            # one chunk: a column then reads as a NumPy array without a copy (the shard tasks read each several times)
+            self.files[str(shard_file(self.folder, k))] = pl.from_arrow(table, rechunk=True)
         return self.rows
 
 
