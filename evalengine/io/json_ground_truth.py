@@ -25,10 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalengine import schema
-from evalengine.io.json_results import _key
 from evalengine.io.json_scan import list_sample, value_end
-from evalengine.io.json_values import (FALSE, NULL, TRUE, gather, literal, number, segmentation_end, skip_value,
-                                       space, string_end, whole_integer)
+from evalengine.io.json_segmentation import segmentation_end
+from evalengine.io.json_values import (FALSE, NULL, TRUE, gather, literal, member, number, numbers_at, room, skip_value, space,
+                                       string_end, whole_integer)
 from evalengine.io.masks import SEGMENTATION
 
 ANNOTATION = pl.Struct(
@@ -95,6 +95,7 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
     bools, bool_given = np.empty((n_bool, capacity), np.bool_), np.empty((n_bool, capacity), np.bool_)
     texts, inexact = np.empty((n_text, capacity, 2), np.int64), np.empty((64, 4), np.int64)
     other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
+    found, spans = np.empty(4, np.float64), np.empty((4, 2), np.int64)
     n_inexact, row, status = 0, 0, FAIL
     while True:
         p = space(buf, p, n)
@@ -103,35 +104,10 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
         int_given[:, row], float_given[:, row], bool_given[:, row], texts[:, row, 0] = False, False, False, -1
         p, seen, n_other, broken = space(buf, p + 1, n), 0, 0, False
         while True:
-            if p >= n or buf[p] != 34:
+            k, p, seen, n_other = member(buf, p, n, key_bytes, key_starts, seen, other_starts, other_ends, n_other)
+            if p < 0:
                 broken = True
                 break
-            key_end = string_end(buf, p, n)
-            if key_end < 0:
-                broken = True
-                break
-            k = _key(buf, p + 1, key_end - 1, key_bytes, key_starts)
-            if k < 0:  # another key: not given twice, no escape in it
-                for i in range(p + 1, key_end - 1):
-                    broken = broken or buf[i] == 92
-                for j in range(n_other):
-                    broken = broken or other_ends[j] - other_starts[j] == key_end - p and (
-                        buf[other_starts[j]:other_ends[j]] == buf[p:key_end]).all()
-                if broken or n_other == _MAX_OTHER_KEYS:
-                    broken = True
-                    break
-                other_starts[n_other], other_ends[n_other] = p, key_end
-                n_other += 1
-            elif seen & (1 << k):
-                broken = True
-                break
-            else:
-                seen |= 1 << k
-            p = space(buf, key_end, n)
-            if p >= n or buf[p] != 58:
-                broken = True
-                break
-            p = space(buf, p + 1, n)
             kind, slot = (kinds[k], slots[k]) if k >= 0 else (-1, -1)
             is_null = kind >= 0 and kind != _BBOX and literal(buf, p, n, NULL) >= 0
             if is_null:
@@ -157,34 +133,15 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
                         break
                 int_given[slot, row] = True
             elif kind == _FLOAT or kind == _BBOX:
-                count = 1
-                if kind == _BBOX:
-                    count = 4
-                    if p >= n or buf[p] != 91:
-                        broken = True
-                        break
-                    p += 1
-                for j in range(count):
-                    p = space(buf, p, n)
-                    at = p
-                    p, _, _, value, exact = number(buf, p, n)
-                    if p < 0:
-                        break
-                    floats[slot + j, row], float_given[slot + j, row] = value, True
-                    if not exact:
-                        if n_inexact == inexact.shape[0]:
-                            grown = np.empty((2 * n_inexact, 4), np.int64)
-                            grown[:n_inexact] = inexact
-                            inexact = grown
-                        inexact[n_inexact, 0], inexact[n_inexact, 1] = at, p
+                count = 4 if kind == _BBOX else 1
+                p = numbers_at(buf, p, n, count, found, spans)
+                for j in range(count if p >= 0 else 0):
+                    floats[slot + j, row], float_given[slot + j, row] = found[j], True
+                    if spans[j, 0] >= 0:
+                        inexact = room(inexact, n_inexact)
+                        inexact[n_inexact, 0], inexact[n_inexact, 1] = spans[j, 0], spans[j, 1]
                         inexact[n_inexact, 2], inexact[n_inexact, 3] = slot + j, row
                         n_inexact += 1
-                    if kind == _BBOX:
-                        p = space(buf, p, n)
-                        if p >= n or buf[p] != (93 if j == 3 else 44):
-                            p = -1
-                            break
-                        p += 1
             elif kind == _BOOL:
                 boolean = literal(buf, p, n, TRUE)
                 bools[slot, row], p = boolean >= 0, boolean if boolean >= 0 else literal(buf, p, n, FALSE)

@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 
 from evalengine.io.json_text import WHITESPACE, diagnose_list_end
 from evalengine.io.json_segmentation import INEXACT, end_row, outputs, parsed_columns, read_segmentation
-from evalengine.io.json_values import (FALSE, MANTISSA_DIGITS, NULL, TRUE, gather, number, runs_out, skip_value,
-                                         space, string_end)
+from evalengine.io.json_values import (FALSE, MANTISSA_DIGITS, NULL, TRUE, gather, member, number, numbers_at, room, runs_out,
+                                         skip_value, space)
 
 # what a parse ended on
 LIMIT, END, MORE, FAIL, SHAPES = 0, 1, 2, 3, 4
@@ -39,22 +39,6 @@ _ALL_REQUIRED = 0b1111
 _KEYS = (b"image_id", b"category_id", b"bbox", b"score", b"segmentation", b"keypoints")
 _KEY_BYTES = np.frombuffer(b"".join(_KEYS), np.uint8)
 _KEY_STARTS = np.cumsum([0] + [len(k) for k in _KEYS]).astype(np.int64)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _key(buf, start, end, key_bytes, key_starts):
-    """Which of :data:`_KEYS` the key at ``buf[start:end]`` is, or -1."""
-    for k in range(key_starts.shape[0] - 1):
-        a, b = key_starts[k], key_starts[k + 1]
-        if b - a == end - start:
-            same = True
-            for i in range(b - a):
-                if buf[start + i] != key_bytes[a + i]:
-                    same = False
-                    break
-            if same:
-                return k
-    return -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -73,6 +57,7 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
     inexact = np.empty((64, 3), np.int64)
     n_inexact, row = 0, 0
     other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
+    found, spans = np.empty(4, np.float64), np.empty((4, 2), np.int64)
     status = FAIL
     while True:
         start = space(buf, p, n)
@@ -85,38 +70,10 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
         p, seen, n_other, broken = p + 1, 0, 0, False
         while True:
             p = space(buf, p, n)
-            if p >= n or buf[p] != 34:
+            k, p, seen, n_other = member(buf, p, n, key_bytes, key_starts, seen, other_starts, other_ends, n_other)
+            if p < 0:
                 broken = True
                 break
-            key_end = string_end(buf, p, n)
-            if key_end < 0:
-                broken = True
-                break
-            k = _key(buf, p + 1, key_end - 1, key_bytes, key_starts)
-            if k < 0:  # another key: not given twice, no escape in it
-                for i in range(p + 1, key_end - 1):
-                    if buf[i] == 92:
-                        broken = True
-                if n_other == _MAX_OTHER_KEYS:
-                    broken = True
-                for j in range(n_other):
-                    if other_ends[j] - other_starts[j] == key_end - p and (
-                            buf[other_starts[j]:other_ends[j]] == buf[p:key_end]).all():
-                        broken = True
-                if broken:
-                    break
-                other_starts[n_other], other_ends[n_other] = p, key_end
-                n_other += 1
-            elif seen & (1 << k):
-                broken = True
-                break
-            else:
-                seen |= 1 << k
-            p = space(buf, key_end, n)
-            if p >= n or buf[p] != 58:
-                broken = True
-                break
-            p = space(buf, p + 1, n)
             if k == _IMAGE_ID or k == _CATEGORY_ID:
                 p, integer, whole, _, exact = number(buf, p, n)
                 if p < 0 or not integer or not exact or abs(whole) >= MANTISSA_DIGITS:
@@ -125,36 +82,18 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
                 ids[k, row] = whole
             elif k == _SCORE or k == _BBOX:
                 count = 1 if k == _SCORE else 4
-                if k == _BBOX:
-                    if p >= n or buf[p] != 91:
-                        broken = True
-                        break
-                    p += 1
-                for j in range(count):
-                    p = space(buf, p, n)
-                    at = p
-                    p, _, _, value, exact = number(buf, p, n)
-                    if p < 0:
-                        break
-                    column = 4 if k == _SCORE else j
-                    values[column, row] = value
-                    if not exact:
-                        if n_inexact == inexact.shape[0]:
-                            grown = np.empty((2 * n_inexact, 3), np.int64)
-                            grown[:n_inexact] = inexact
-                            inexact = grown
-                        inexact[n_inexact, 0], inexact[n_inexact, 1] = at, p
-                        inexact[n_inexact, 2] = column * capacity + row
-                        n_inexact += 1
-                    if k == _BBOX:
-                        p = space(buf, p, n)
-                        if p >= n or buf[p] != (93 if j == 3 else 44):
-                            p = -1
-                            break
-                        p += 1
+                p = numbers_at(buf, p, n, count, found, spans)
                 if p < 0:
                     broken = True
                     break
+                for j in range(count):
+                    column = 4 if k == _SCORE else j
+                    values[column, row] = found[j]
+                    if spans[j, 0] >= 0:
+                        inexact = room(inexact, n_inexact)
+                        inexact[n_inexact, 0], inexact[n_inexact, 1] = spans[j, 0], spans[j, 1]
+                        inexact[n_inexact, 2] = column * capacity + row
+                        n_inexact += 1
             elif k == _SEGMENTATION and skip_segmentation or k < 0:
                 p = skip_value(buf, p, n, true_, false_, null_)
                 if p < 0:

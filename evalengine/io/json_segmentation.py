@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 
 from evalengine.io import json_values
-from evalengine.io.json_values import plain_end, space, string_end
+from evalengine.io.json_values import MANTISSA_DIGITS, literal, plain_end, room, space, string_end
 from evalengine.io.rle import reserve
 
 # json_values.number, called rather than inlined (it is inlined in the box kernel): inlining it at these call sites
@@ -26,6 +26,7 @@ number = numba.njit(cache=True, nogil=True)(json_values.number.py_func)
 NO_MASK, POLYGONS, COMPRESSED, UNCOMPRESSED = 0, 1, 2, 3
 # the counters of :func:`read_segmentation`'s growing outputs
 CHARS, NUMBERS, PARTS, INEXACT = 0, 1, 2, 3
+_MAX_EXPONENT = 300  # a number whose decimal exponent may be above this may overflow a double
 _MAX_INTEGER = 2**53  # counts and sizes are kept in float64 / int64: exact below this
 _SIZE, _COUNTS = np.frombuffer(b"size", np.uint8).copy(), np.frombuffer(b"counts", np.uint8).copy()
 # the parsed columns (:func:`parsed_columns`), by form
@@ -71,10 +72,7 @@ def _number_list(buf, p, n, store, used, integers):
             numbers = reserve(numbers, used[NUMBERS], 1)
             numbers[used[NUMBERS]] = whole if integers else value
             if not exact:
-                if used[INEXACT] == inexact.shape[0]:
-                    grown = np.empty((2 * inexact.shape[0], 3), np.int64)
-                    grown[:used[INEXACT]] = inexact
-                    inexact = grown
+                inexact = room(inexact, used[INEXACT])
                 inexact[used[INEXACT], 0], inexact[used[INEXACT], 1] = at, p
                 inexact[used[INEXACT], 2] = used[NUMBERS]
                 used[INEXACT] += 1
@@ -244,3 +242,129 @@ def parsed_columns(form: np.ndarray, size: np.ndarray, chars: np.ndarray, chars_
             array = pa.StructArray.from_arrays([sizes, counts], names=["size", "counts"], mask=mask)
         columns[name] = pl.Series(name, array)
     return columns
+
+
+@numba.njit(cache=True, nogil=True)
+def _finite_number_end(buf, p, n):
+    """End of the number at ``p`` if a double holds it (Python's json reads no infinity from it), else -1."""
+    end, _, _, _, exact = number(buf, p, n)
+    if end < 0 or exact:
+        return end
+    q, digits, exponent, sign = p + (buf[p] == 45), 0, 0, 1
+    while q < end and 48 <= buf[q] <= 57:
+        q, digits = q + 1, digits + 1
+    while q < end and buf[q] != 101 and buf[q] != 69:
+        q += 1
+    if q < end:
+        q += 1
+        if buf[q] == 45 or buf[q] == 43:
+            sign, q = (-1 if buf[q] == 45 else 1), q + 1
+        while q < end:
+            exponent = min(exponent * 10 + buf[q] - 48, 100000)
+            q += 1
+    return end if digits + sign * exponent <= _MAX_EXPONENT else -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _integers_end(buf, p, n, count):
+    """End of a list of integers at ``p`` (``count`` of them, or any number if ``count`` < 0), or -1."""
+    if p >= n or buf[p] != 91:
+        return -1
+    p, k = space(buf, p + 1, n), 0
+    if p < n and buf[p] == 93:
+        return p + 1 if count <= 0 else -1
+    while True:
+        p, integer, whole, _, exact = number(buf, p, n)
+        if p < 0 or not integer or not exact or abs(whole) >= MANTISSA_DIGITS:
+            return -1
+        k += 1
+        p = space(buf, p, n)
+        if p < n and buf[p] == 44:
+            p = space(buf, p + 1, n)
+        elif p < n and buf[p] == 93:
+            return p + 1 if count < 0 or k == count else -1
+        else:
+            return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _rle_string_end(buf, p, n):
+    """End of a compressed RLE string at ``p``: characters '0'..'o', a backslash escaped, no other escape; or -1."""
+    if p >= n or buf[p] != 34:
+        return -1
+    p += 1
+    while p < n:
+        c = buf[p]
+        if c == 34:
+            return p + 1
+        if c == 92:
+            p += 1
+            if p >= n or buf[p] != 92:
+                return -1
+        elif not 48 <= c <= 111:
+            return -1
+        p += 1
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def segmentation_end(buf, p, n, size_key, counts_key):
+    """End of a segmentation in a form whose JSON text reads as the exact reader's text reads — a list of polygons of
+    numbers, or ``{"size": [h, w], "counts": …}`` with integer counts or a compressed string —, or -1."""
+    if buf[p] == 91:
+        p = space(buf, p + 1, n)
+        if p < n and buf[p] == 93:
+            return p + 1
+        while True:
+            if p >= n or buf[p] != 91:
+                return -1
+            p = space(buf, p + 1, n)
+            if p < n and buf[p] == 93:
+                p += 1
+            else:
+                while True:
+                    p = _finite_number_end(buf, p, n)
+                    if p < 0:
+                        return -1
+                    p = space(buf, p, n)
+                    if p < n and buf[p] == 44:
+                        p = space(buf, p + 1, n)
+                        continue
+                    if p < n and buf[p] == 93:
+                        p += 1
+                        break
+                    return -1
+            p = space(buf, p, n)
+            if p < n and buf[p] == 44:
+                p = space(buf, p + 1, n)
+                continue
+            if p < n and buf[p] == 93:
+                return p + 1
+            return -1
+    if buf[p] != 123:
+        return -1
+    seen = 0
+    p = space(buf, p + 1, n)
+    while True:
+        size = literal(buf, p, n, size_key)
+        counts = literal(buf, p, n, counts_key) if size < 0 else -1
+        if size < 0 and counts < 0 or (seen & (1 if size >= 0 else 2)):
+            return -1
+        seen |= 1 if size >= 0 else 2
+        p = space(buf, max(size, counts), n)
+        if p >= n or buf[p] != 58:
+            return -1
+        p = space(buf, p + 1, n)
+        if size >= 0:
+            p = _integers_end(buf, p, n, 2)
+        elif p < n and buf[p] == 34:
+            p = _rle_string_end(buf, p, n)
+        else:
+            p = _integers_end(buf, p, n, -1)
+        if p < 0:
+            return -1
+        p = space(buf, p, n)
+        if p < n and buf[p] == 44:
+            p = space(buf, p + 1, n)
+            continue
+        return p + 1 if p < n and buf[p] == 125 and seen == 3 else -1

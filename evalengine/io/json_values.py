@@ -243,133 +243,6 @@ def plain_end(buf, p, n):
             return p
         p += 1
     return n
-_MAX_EXPONENT = 300  # a number whose decimal exponent may be above this may overflow a double
-
-
-@numba.njit(cache=True, nogil=True)
-def _finite_number_end(buf, p, n):
-    """End of the number at ``p`` if a double holds it (Python's json reads no infinity from it), else -1."""
-    end, _, _, _, exact = number(buf, p, n)
-    if end < 0 or exact:
-        return end
-    q, digits, exponent, sign = p + (buf[p] == 45), 0, 0, 1
-    while q < end and 48 <= buf[q] <= 57:
-        q, digits = q + 1, digits + 1
-    while q < end and buf[q] != 101 and buf[q] != 69:
-        q += 1
-    if q < end:
-        q += 1
-        if buf[q] == 45 or buf[q] == 43:
-            sign, q = (-1 if buf[q] == 45 else 1), q + 1
-        while q < end:
-            exponent = min(exponent * 10 + buf[q] - 48, 100000)
-            q += 1
-    return end if digits + sign * exponent <= _MAX_EXPONENT else -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _integers_end(buf, p, n, count):
-    """End of a list of integers at ``p`` (``count`` of them, or any number if ``count`` < 0), or -1."""
-    if p >= n or buf[p] != 91:
-        return -1
-    p, k = space(buf, p + 1, n), 0
-    if p < n and buf[p] == 93:
-        return p + 1 if count <= 0 else -1
-    while True:
-        p, integer, whole, _, exact = number(buf, p, n)
-        if p < 0 or not integer or not exact or abs(whole) >= MANTISSA_DIGITS:
-            return -1
-        k += 1
-        p = space(buf, p, n)
-        if p < n and buf[p] == 44:
-            p = space(buf, p + 1, n)
-        elif p < n and buf[p] == 93:
-            return p + 1 if count < 0 or k == count else -1
-        else:
-            return -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _rle_string_end(buf, p, n):
-    """End of a compressed RLE string at ``p``: characters '0'..'o', a backslash escaped, no other escape; or -1."""
-    if p >= n or buf[p] != 34:
-        return -1
-    p += 1
-    while p < n:
-        c = buf[p]
-        if c == 34:
-            return p + 1
-        if c == 92:
-            p += 1
-            if p >= n or buf[p] != 92:
-                return -1
-        elif not 48 <= c <= 111:
-            return -1
-        p += 1
-    return -1
-
-
-@numba.njit(cache=True, nogil=True)
-def segmentation_end(buf, p, n, size_key, counts_key):
-    """End of a segmentation in a form whose JSON text reads as the exact reader's text reads — a list of polygons of
-    numbers, or ``{"size": [h, w], "counts": …}`` with integer counts or a compressed string —, or -1."""
-    if buf[p] == 91:
-        p = space(buf, p + 1, n)
-        if p < n and buf[p] == 93:
-            return p + 1
-        while True:
-            if p >= n or buf[p] != 91:
-                return -1
-            p = space(buf, p + 1, n)
-            if p < n and buf[p] == 93:
-                p += 1
-            else:
-                while True:
-                    p = _finite_number_end(buf, p, n)
-                    if p < 0:
-                        return -1
-                    p = space(buf, p, n)
-                    if p < n and buf[p] == 44:
-                        p = space(buf, p + 1, n)
-                        continue
-                    if p < n and buf[p] == 93:
-                        p += 1
-                        break
-                    return -1
-            p = space(buf, p, n)
-            if p < n and buf[p] == 44:
-                p = space(buf, p + 1, n)
-                continue
-            if p < n and buf[p] == 93:
-                return p + 1
-            return -1
-    if buf[p] != 123:
-        return -1
-    seen = 0
-    p = space(buf, p + 1, n)
-    while True:
-        size = literal(buf, p, n, size_key)
-        counts = literal(buf, p, n, counts_key) if size < 0 else -1
-        if size < 0 and counts < 0 or (seen & (1 if size >= 0 else 2)):
-            return -1
-        seen |= 1 if size >= 0 else 2
-        p = space(buf, max(size, counts), n)
-        if p >= n or buf[p] != 58:
-            return -1
-        p = space(buf, p + 1, n)
-        if size >= 0:
-            p = _integers_end(buf, p, n, 2)
-        elif p < n and buf[p] == 34:
-            p = _rle_string_end(buf, p, n)
-        else:
-            p = _integers_end(buf, p, n, -1)
-        if p < 0:
-            return -1
-        p = space(buf, p, n)
-        if p < n and buf[p] == 44:
-            p = space(buf, p + 1, n)
-            continue
-        return p + 1 if p < n and buf[p] == 125 and seen == 3 else -1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -382,3 +255,88 @@ def whole_integer(buf, start, end):
             return False, 0
         value = value * 10 + digit
     return True, -value if negative else value
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def known_key(buf, start, end, key_bytes, key_starts):
+    """Which key of the table (``key_bytes`` cut at ``key_starts``) ``buf[start:end]`` is, or -1."""
+    for k in range(key_starts.shape[0] - 1):
+        a, b = key_starts[k], key_starts[k + 1]
+        if b - a == end - start:
+            same = True
+            for i in range(b - a):
+                if buf[start + i] != key_bytes[a + i]:
+                    same = False
+                    break
+            if same:
+                return k
+    return -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def member(buf, p, n, key_bytes, key_starts, seen, other_starts, other_ends, n_other):
+    """The member name at ``p`` inside an object: ``(k, position after its ':', seen, n_other)`` with ``k`` the key's
+    index in the table or -1 for another key (its span kept in ``other_starts``/``other_ends``). Position -1 hands the
+    object to the exact reader: no name, an escape in another key, a key given twice, more other keys than there is
+    room for, or no ':'."""
+    if p >= n or buf[p] != 34:
+        return -1, -1, seen, n_other
+    key_end = string_end(buf, p, n)
+    if key_end < 0:
+        return -1, -1, seen, n_other
+    k = known_key(buf, p + 1, key_end - 1, key_bytes, key_starts)
+    if k < 0:
+        if n_other == other_starts.shape[0]:
+            return k, -1, seen, n_other
+        for i in range(p + 1, key_end - 1):
+            if buf[i] == 92:
+                return k, -1, seen, n_other
+        for j in range(n_other):
+            if other_ends[j] - other_starts[j] == key_end - p and (
+                    buf[other_starts[j]:other_ends[j]] == buf[p:key_end]).all():
+                return k, -1, seen, n_other
+        other_starts[n_other], other_ends[n_other] = p, key_end
+        n_other += 1
+    elif seen & (1 << k):
+        return k, -1, seen, n_other
+    else:
+        seen |= 1 << k
+    p = space(buf, key_end, n)
+    if p >= n or buf[p] != 58:
+        return k, -1, seen, n_other
+    return k, space(buf, p + 1, n), seen, n_other
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def room(table, used):
+    """``table`` (rows × columns) with room for a row after its first ``used`` rows: doubled when full."""
+    if used < table.shape[0]:
+        return table
+    grown = np.empty((2 * used, table.shape[1]), table.dtype)
+    grown[:used] = table
+    return grown
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def numbers_at(buf, p, n, count, values, spans):
+    """The number at ``p`` (``count`` 1) or the list of exactly ``count`` numbers at ``p`` (``count`` > 1) into
+    ``values``, with the text span of each beyond the fast path in ``spans`` ((-1, -1) for an exact one): the position
+    after them, or -1 where they are not that."""
+    if count > 1:
+        if p >= n or buf[p] != 91:
+            return -1
+        p += 1
+    for j in range(count):
+        p = space(buf, p, n)
+        at = p
+        p, _, _, value, exact = number(buf, p, n)
+        if p < 0:
+            return -1
+        values[j] = value
+        spans[j, 0], spans[j, 1] = (-1, -1) if exact else (at, p)
+        if count > 1:
+            p = space(buf, p, n)
+            if p >= n or buf[p] != (93 if j == count - 1 else 44):
+                return -1
+            p += 1
+    return p

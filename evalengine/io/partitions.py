@@ -17,7 +17,6 @@ import numba
 import numpy as np
 import polars as pl
 
-from evalengine import schema
 from evalengine.errors import InputError
 
 LABEL_MAP_SUFFIXES = (".png", ".npy", ".npz")
