@@ -278,13 +278,11 @@ def _integers_end(buf, p, n, count):
         if p < 0 or not integer or not exact or abs(whole) >= MANTISSA_DIGITS:
             return -1
         k += 1
-        p = space(buf, p, n)
-        if p < n and buf[p] == 44:
-            p = space(buf, p + 1, n)
-        elif p < n and buf[p] == 93:
-            return p + 1 if count < 0 or k == count else -1
-        else:
+        p, closed = _next_item(buf, p, n, 93)
+        if p < 0:
             return -1
+        if closed:
+            return p if count < 0 or k == count else -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -322,25 +320,14 @@ def segmentation_end(buf, p, n, size_key, counts_key):
             if p < n and buf[p] == 93:
                 p += 1
             else:
-                while True:
-                    p = _finite_number_end(buf, p, n)
-                    if p < 0:
-                        return -1
-                    p = space(buf, p, n)
-                    if p < n and buf[p] == 44:
-                        p = space(buf, p + 1, n)
-                        continue
-                    if p < n and buf[p] == 93:
-                        p += 1
-                        break
+                closed = False
+                while p >= 0 and not closed:
+                    p, closed = _next_item(buf, _finite_number_end(buf, p, n), n, 93)
+                if p < 0:
                     return -1
-            p = space(buf, p, n)
-            if p < n and buf[p] == 44:
-                p = space(buf, p + 1, n)
-                continue
-            if p < n and buf[p] == 93:
-                return p + 1
-            return -1
+            p, closed = _next_item(buf, p, n, 93)
+            if p < 0 or closed:
+                return p
     if buf[p] != 123:
         return -1
     seen = 0
@@ -361,10 +348,6 @@ def segmentation_end(buf, p, n, size_key, counts_key):
             p = _rle_string_end(buf, p, n)
         else:
             p = _integers_end(buf, p, n, -1)
-        if p < 0:
-            return -1
-        p = space(buf, p, n)
-        if p < n and buf[p] == 44:
-            p = space(buf, p + 1, n)
-            continue
-        return p + 1 if p < n and buf[p] == 125 and seen == 3 else -1
+        p, closed = _next_item(buf, p, n, 125)
+        if p < 0 or closed:
+            return p if seen == 3 else -1
