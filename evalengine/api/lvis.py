@@ -4,10 +4,16 @@ tables at ingest) and a detection run, evaluated as lvis-api's ``LVISEval``."""
 
 import threading
 
-from evalengine.api import DEFAULT_RUN, Phases, Store, _TemporaryFolder, count_rows, ingest_coco
+from evalengine.api import DEFAULT_RUN, Phases, Store, _TemporaryFolder, count_rows, estimate_rows, ingest_coco
 from evalengine.evaluation.lvis import LvisEvaluation, lvis_output, lvis_payload
+from evalengine.io.memory import is_path
 from evalengine.match.groups import warm_up
 from evalengine.match.lvis import LvisProtocol, check_lvis_labels
+
+# the largest run a one-shot LVIS evaluation holds in memory (the COCO one's is 2M): lvis-api keeps 300 results per
+# image, so LVIS v1 val is at most 5.9M; an LVIS-shaped run of 6M took 1.38 GB at its peak in memory, 1.11 GB through
+# a temporary store (the federated filter leaves a smaller match table than COCO's)
+IN_MEMORY_DETECTIONS = 8_000_000
 
 __all__ = ["LvisEvaluation", "LvisProtocol", "evaluate_lvis", "evaluate_store_lvis", "ingest_lvis", "lvis_output",
            "lvis_payload"]
@@ -40,15 +46,21 @@ def evaluate_store_lvis(store: Store, protocol: LvisProtocol | None = None, run:
 
 
 def evaluate_lvis(gt, dt, protocol: LvisProtocol | None = None, store=None, n_shards: int | None = None,
-                  phases: Phases | None = None, **schedule) -> LvisEvaluation:
+                  phases: Phases | None = None, in_memory: bool | None = None, **schedule) -> LvisEvaluation:
     """An LVIS ground-truth file and a result file (COCO JSON, JSON Lines or Parquet) in, an LVIS evaluation out; the
-    store is kept at ``store`` or made in a temporary folder that lives as long as the evaluation."""
+    store is kept at ``store``, else held in memory (``in_memory``; by default when the run has at most
+    :data:`IN_MEMORY_DETECTIONS` detections and is matched by threads) or made in a temporary folder, for as long as
+    the evaluation lives. Masks are read only for ``iou_type="segm"`` or a store to keep."""
     phases = phases or Phases()
+    protocol = protocol or LvisProtocol()
     threading.Thread(target=warm_up, daemon=True).start()
-    folder = _TemporaryFolder() if store is None else None
-    with phases.phase("ingest", total=count_rows(dt), unit="detections") as advance:
-        opened = ingest_lvis(gt, dt, store if folder is None else folder.path / "store", n_shards=n_shards,
-                             progress=advance)
+    if in_memory is None:
+        in_memory = (schedule.get("scheduler", "threads") in ("threads", "sync") and schedule.get("address") is None
+                     and (not is_path(dt) or estimate_rows(dt) <= IN_MEMORY_DETECTIONS))
+    folder = _TemporaryFolder() if store is None and not in_memory else None
+    with phases.phase("ingest", total=count_rows(dt) if is_path(dt) else None, unit="detections") as advance:
+        opened = ingest_lvis(gt, dt, folder.path / "store" if folder is not None else store, n_shards=n_shards,
+                             progress=advance, masks=store is not None or protocol.iou_type == "segm")
     evaluation = evaluate_store_lvis(opened, protocol, phases=phases, **schedule)
     if folder is not None:
         evaluation.keep_alive.append(folder)

@@ -4,6 +4,8 @@ memory)."""
 
 import json
 
+import polars as pl
+
 from evalengine import schema
 from evalengine.engine.memory import keep_freed_memory
 from evalengine.engine.runner import run_shard_tasks
@@ -17,9 +19,11 @@ MATCH_ROW_GROUP = 16_384
 
 
 def _shard_tables(protocol, inputs: dict, read) -> dict:
-    """One shard's tables as the protocol reads them: ``read(path, columns, exclude)`` of each input file."""
+    """One shard's tables as the protocol reads them: ``read(path, columns, exclude)`` of each input file; an input
+    that is a frame already (the shard's slice of a table the protocol read once, e.g. LVIS' image labels) as it is."""
     columns = protocol.input_columns()
-    return {name: read(path, columns.get(name), exclude=schema.SHAPES) for name, path in inputs.items()}
+    return {name: path if isinstance(path, pl.DataFrame) else read(path, columns.get(name), exclude=schema.SHAPES)
+            for name, path in inputs.items()}
 
 
 def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int, store: str) -> int:

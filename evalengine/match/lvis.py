@@ -33,6 +33,7 @@ LVIS_MAX_DETS = 300  # lvis-api Params.max_dets: detections per image, over all 
 IOU_TYPES = ("bbox", "segm")  # LVISEval's
 FREQUENCIES = ("r", "c", "f")  # lvis-api Params.img_count_lbl: rare, common, frequent
 IMAGE_LABELS = ("neg_category_ids", "not_exhaustive_category_ids")
+LABEL_INPUTS = ("negative", "not_exhaustive")  # a shard task's (image_id, category_id) pairs of each list
 _LABEL_TYPE = pl.List(pl.Int64)
 
 
@@ -58,29 +59,28 @@ class LvisProtocol(coco.CocoProtocol):
             raise ProtocolError(f"max_dets: lvis-api has one cap (detections per image), got {list(self.max_dets)}")
 
     def shard_inputs(self, layout, run: str) -> tuple:
-        """The COCO protocol's shards (a detection run's), each with the images table, whose LVIS labels are checked
-        first (:func:`check_lvis_labels`)."""
-        check_lvis_labels(layout.read("images", ["image_id", *IMAGE_LABELS]) if _has_labels(layout) else None,
-                          layout.read("categories"), sources(layout, run)["gt"])
+        """The COCO protocol's shards (a detection run's), each with its images' LVIS labels as ``(image_id,
+        category_id)`` pairs (``negative``, ``not_exhaustive``): the images table is read once here, its LVIS fields
+        checked first (:func:`check_lvis_labels`), and each task gets only its shard's pairs."""
+        images = layout.read("images", ["image_id", "shard", *IMAGE_LABELS]) if _has_labels(layout) else None
+        check_lvis_labels(images, layout.read("categories"), sources(layout, run)["gt"])
         if run in layout.proposal_runs:
             raise ProtocolError(f"'{run}' is a proposal run: the lvis protocol evaluates detection runs")
         inputs, context = super().shard_inputs(layout, run)
-        images = str(layout.paths.table("images"))
         # an array, which the task graph passes as it is (Dask walks a list of LVIS's 1,203 ids in every task)
         context["category_ids"] = np.asarray(context["category_ids"], dtype=np.int64)
-        return [{**files, "images": images} for files in inputs], context
-
-    def input_columns(self) -> dict:
-        return {**super().input_columns(), "images": ["image_id", *IMAGE_LABELS]}
+        labels = {side: _by_shard(_pairs(images, column), layout.n_shards)
+                  for side, column in zip(LABEL_INPUTS, IMAGE_LABELS)}
+        return [{**files, **{side: labels[side][k] for side in LABEL_INPUTS}} for k, files in enumerate(inputs)], context
 
     def match_shard(self, tables: dict, context: dict) -> dict:
         shapes = SHAPE_COLUMNS[self.iou_type]
         dt = with_shapes(tables["dt"], tables.get("dt_shapes"), shapes["dt"])
         gt = with_shapes(tables["gt"], tables.get("gt_shapes"), shapes["gt"])
-        labels = tables["images"].cast({c: _LABEL_TYPE for c in IMAGE_LABELS})  # joined: only the shard's images count
-        gt, dt = federated(gt, dt, labels, context["category_ids"], self.max_dets[0])
+        gt, dt = federated(gt, dt, tables["negative"], context["category_ids"], self.max_dets[0])
         dt_matches, gt_matches = coco.match_shard(gt, dt, context["category_ids"], self, places(context))
-        return {"dt": not_exhaustive(dt_matches, labels, len(self.iou_thresholds)), "gt": gt_matches}
+        return {"dt": not_exhaustive(dt_matches, tables["not_exhaustive"], len(self.iou_thresholds)),
+                "gt": gt_matches}
 
 
 def _has_labels(layout) -> bool:
@@ -112,20 +112,27 @@ def check_lvis_labels(images: pl.DataFrame | None, categories: pl.DataFrame, sou
                          f"'f', got {bad.get_column('frequency')[0]!r}")
 
 
-def _pairs(labels: pl.DataFrame, column: str) -> pl.DataFrame:
-    """``(image_id, category_id)`` of an image label list."""
-    return (labels.select("image_id", pl.col(column).alias("category_id")).explode("category_id")
-            .drop_nulls("category_id"))
+def _pairs(images: pl.DataFrame, column: str) -> pl.DataFrame:
+    """``(image_id, category_id, shard)`` of an image label list."""
+    return (images.select("image_id", pl.col(column).cast(_LABEL_TYPE).alias("category_id"), "shard")
+            .explode("category_id").drop_nulls("category_id"))
 
 
-def federated(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame, category_ids, max_dets: int) -> tuple:
+def _by_shard(pairs: pl.DataFrame, n_shards: int) -> list:
+    """``pairs`` split by shard, one ``(image_id, category_id)`` frame per shard (empty where it has none)."""
+    parts = pairs.partition_by("shard", as_dict=True, include_key=False)
+    empty = pairs.clear().drop("shard")
+    return [parts.get((k,), empty) for k in range(n_shards)]
+
+
+def federated(gt: pl.DataFrame, dt: pl.DataFrame, negative: pl.DataFrame, category_ids, max_dets: int) -> tuple:
     """``(gt, dt)`` as lvis-api evaluates them (the module's list): the per-image cap, the area and category filters,
-    the federated filter. ``labels``: the shard's images with their LVIS label lists."""
+    the federated filter. ``negative``: the shard's ``(image_id, category_id)`` of ``neg_category_ids``."""
     evaluated = pl.Series(category_ids, dtype=pl.Int64).implode()
     kept = pl.col("category_id").is_in(evaluated) & (pl.col("area") > 0) & (pl.col("area") < np.inf)
     gt = gt.filter(kept).with_columns(pl.lit(False).alias("iscrowd"))
     dt = _cap_per_image(dt, max_dets).filter(kept)
-    known = pl.concat([_pairs(labels, "neg_category_ids"), gt.select("image_id", "category_id")])
+    known = pl.concat([negative, gt.select("image_id", "category_id")])
     return gt, dt.join(known, on=["image_id", "category_id"], how="semi")
 
 
@@ -142,11 +149,12 @@ def _cap_per_image(dt: pl.DataFrame, max_dets: int) -> pl.DataFrame:
     return pl.concat([dt.filter(~over), ranked.filter(rank_in_group(image, np.zeros_like(image)) < max_dets)])
 
 
-def not_exhaustive(dt_matches: pl.DataFrame, labels: pl.DataFrame, n_thr: int) -> pl.DataFrame:
-    """lvis-api ``evaluate_img``: where the image's ``not_exhaustive_category_ids`` list the category, a detection
-    without a true match (unmatched, or matched to ground-truth id 0) is ignored at every threshold and area range."""
+def not_exhaustive(dt_matches: pl.DataFrame, flagged_pairs: pl.DataFrame, n_thr: int) -> pl.DataFrame:
+    """lvis-api ``evaluate_img``: where the image's ``not_exhaustive_category_ids`` list the category (a pair of
+    ``flagged_pairs``), a detection without a true match (unmatched, or matched to ground-truth id 0) is ignored at
+    every threshold and area range."""
     flagged = (dt_matches.select("image_id", "category_id").with_row_index()
-               .join(_pairs(labels, "not_exhaustive_category_ids"), on=["image_id", "category_id"], how="semi")
+               .join(flagged_pairs, on=["image_id", "category_id"], how="semi")
                .get_column("index").to_numpy())
     if not flagged.size:
         return dt_matches
