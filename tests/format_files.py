@@ -71,6 +71,22 @@ def with_segments(sc: dict) -> dict:
     return {**sc, "segments": segments}
 
 
+def with_segment_predictions(sc: dict) -> dict:
+    """``sc`` whose predictions are all segments (``pred_segments``: prediction index → normalised ``[x1, y1, …]``,
+    3 to 7 points inside its box, a degenerate one now and then), as a segmentation model's predict folder holds."""
+    rng = sc["rng"]
+    pred_segments = {}
+    for i, p in enumerate(sc["predictions"]):
+        cx, cy, w, h = p[2:6]
+        n = int(rng.integers(3, 8))
+        xs = np.clip(rng.uniform(cx - w / 2, cx + w / 2, n), 0.0, 1.0)
+        ys = np.clip(rng.uniform(cy - h / 2, cy + h / 2, n), 0.0, 1.0)
+        if rng.random() < 0.05:  # all points on a line: an empty mask
+            ys[:] = ys[0]
+        pred_segments[i] = [float(v) for xy in zip(xs, ys) for v in xy]
+    return {**sc, "pred_segments": pred_segments}
+
+
 def image_ids(stems) -> dict:
     """The image id of each stem: ``int(stem)`` when all are distinct integers, else the 1-based sorted position."""
     stems = sorted(stems)
@@ -127,7 +143,9 @@ def write_yolo(root: Path, sc: dict, names: str = "yaml", sizes: str = "folder")
     pred = root / "pred" / "labels"
     pred.mkdir(parents=True)
     for stem, _, _ in sc["images"]:
-        lines = [" ".join(map(repr, (p[1], *p[2:7]))) for p in sc["predictions"] if p[0] == stem]
+        pred_segments = sc.get("pred_segments", {})
+        lines = [" ".join(map(repr, (p[1], *pred_segments.get(i, p[2:6]), p[6])))
+                 for i, p in enumerate(sc["predictions"]) if p[0] == stem]
         if lines:
             (pred / f"{stem}.txt").write_text("\n".join(lines) + "\n")
     return root, root / "pred", images
@@ -158,10 +176,22 @@ def coco_of_yolo(sc: dict, sizes: str = "folder") -> tuple:
                 if segments:  # a box's mask is its rectangle, as loadRes makes it
                     ann["segmentation"] = [[x, y, x, y + bh, x + bw, y + bh, x + bw, y]]
             annotations.append(ann)
-    results = [{"image_id": ids[p[0]], "category_id": p[1] + 1, "bbox": _coco_box(xywhn2xyxy(p[2:6], *size[p[0]])),
-                "score": p[6]} for stem in sorted(size) for p in sc["predictions"] if p[0] == stem]
+    results = [{"image_id": ids[p[0]], "category_id": p[1] + 1, "score": p[6],
+                **(_segment_result(sc["pred_segments"][i], *size[p[0]]) if "pred_segments" in sc else
+                   {"bbox": _coco_box(xywhn2xyxy(p[2:6], *size[p[0]]))})}
+               for stem in sorted(size) for i, p in enumerate(sc["predictions"]) if p[0] == stem]
     categories = [{"id": k + 1, "name": n} for k, n in enumerate(NAMES)]
     return {"images": images, "annotations": annotations, "categories": categories}, results
+
+
+def _segment_result(segment: list, width: int, height: int) -> dict:
+    """A segment prediction as a COCO result: the pixel points' extent as ``bbox`` and the polygon's mask
+    (``frPyObjects``, merged) as compressed RLE."""
+    points = [float(v) * (width if k % 2 == 0 else height) for k, v in enumerate(segment)]
+    xs, ys = points[0::2], points[1::2]
+    rle = mask_utils.merge(mask_utils.frPyObjects([points], height, width))
+    return {"bbox": [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)],
+            "segmentation": {"size": rle["size"], "counts": rle["counts"].decode()}}
 
 
 def _corners(o) -> tuple:

@@ -1,7 +1,7 @@
 """YOLO txt folders (the ultralytics layout): ground truth ``labels/<stem>.txt`` with ``class cx cy w h`` lines (or
 segment lines ``class x1 y1 x2 y2 … xn yn``, a polygon of 3 or more points) and predictions with ``class cx cy w h
-conf`` lines (``yolo predict save_txt=True save_conf=True``), the coordinates normalised to the image's width and
-height.
+conf`` lines (``yolo predict save_txt=True save_conf=True``) or segment lines ``class x1 y1 … xn yn conf`` (a
+segmentation model's), the coordinates normalised to the image's width and height.
 
 - **Pixels**: ultralytics' ``ops.xywhn2xyxy``, ``x1 = W * (cx - w / 2)``, ``y1 = H * (cy - h / 2)``, ``x2 = W * (cx +
   w / 2)``, ``y2 = H * (cy + h / 2)``, in float64 and never rounded (ultralytics' loader holds labels as float32);
@@ -11,6 +11,8 @@ height.
   (``maskUtils.area``), as a COCO polygon annotation (:func:`evalengine.io.ground_truth.with_polygon_masks`; box
   objects then get their rectangle as mask). A file mixing box and segment lines is refused (ultralytics reads such
   a file as segments, the box lines' four numbers as two points).
+- **Segment predictions**: a COCO result with a box and a segmentation (:func:`iter_yolo_predictions`); a folder
+  mixing box and segment predictions is refused.
 - **Images**: every image of the sizes (a folder of images, read by header, or a table: :mod:`evalengine.io.image_sizes`);
   an image without a label file has no object (ultralytics' background image). Ids by stem as VOC's
   (:func:`evalengine.io.ground_truth.numbered_images`).
@@ -18,8 +20,9 @@ height.
   class ``k`` is category ``k + 1`` (ultralytics' ``class_map`` of a non-COCO set, ``range(1, nc + 1)``). Without
   either file, classes ``0 … max`` named by their index.
 - **Checks** (a located error, as ultralytics' ``verify_image_label`` refuses the file): 5 fields in a label line (an
-  odd number, 7 or more, in a segment line; 6 in a prediction line), an integer class known to the names, coordinates (and ``conf``) numbers in [0, 1]. Repeated
-  label lines are kept, with a warning (ultralytics' loader drops them).
+  odd number, 7 or more, in a segment line; 6 in a prediction line, an even number, 8 or more, in a segment one), an
+  integer class known to the names, coordinates (and ``conf``) numbers in [0, 1]. Repeated label lines are kept, with
+  a warning (ultralytics' loader drops them).
 - **Ids**: objects and predictions are numbered from 1 over the files in stem order, lines in file order.
 """
 
@@ -29,6 +32,7 @@ from typing import Iterator
 
 import polars as pl
 
+from evalengine import schema
 from evalengine.errors import InputError, InputWarning
 from evalengine.io.coco import CocoDataset
 from evalengine.io.ground_truth import categories_of, dataset_of, numbered_images, with_polygon_masks
@@ -85,8 +89,9 @@ def _names_file(folder: Path) -> Path | None:
 
 def _lines(files: list, fields: tuple, segments: bool = False) -> pl.DataFrame:
     """The non-blank lines of label files as ``stem, path, line`` and ``fields`` (strings), with located errors for
-    a wrong number of fields; with ``segments``, a segment line (``class`` and 3 or more ``x y`` points) is kept with
-    its class in ``fields[0]``, the others null, and its coordinates in ``points`` (strings)."""
+    a wrong number of fields; with ``segments``, a segment line (``class``, 3 or more ``x y`` points, then what
+    ``fields`` has after the box: a prediction's ``conf``) is kept with those in ``fields``, the box's null, and its
+    coordinates in ``points`` (strings)."""
     texts = []
     for path in files:
         try:
@@ -99,25 +104,27 @@ def _lines(files: list, fields: tuple, segments: bool = False) -> pl.DataFrame:
              .with_columns((pl.int_range(pl.len()).over("path") + 1).alias("line"),
                            pl.col("text").str.extract_all(r"\S+").alias("fields"))
              .filter(pl.col("fields").list.len() > 0))
-    n = pl.col("fields").list.len()
-    segment = ((n >= 7) & (n % 2 == 1)) if segments else pl.lit(False)
+    n, after = pl.col("fields").list.len(), len(fields) - len(_GT_FIELDS)  # fields after the box (conf)
+    segment = ((n - after >= 7) & ((n - after) % 2 == 1)) if segments else pl.lit(False)
     bad = frame.filter((n != len(fields)) & ~segment)
     if bad.height:
         row = bad.row(0, named=True)
-        found = len(row["fields"])
-        hint = (" or a segment 'class x1 y1 … xn yn' of 3 or more points" if segments
-                else " (YOLO segment predictions: polygons are not read, boxes only)" if found > len(fields) else "")
+        tail = " conf" if after else ""
+        hint = f" or a segment 'class x1 y1 … xn yn{tail}' of 3 or more points" if segments else ""
         raise InputError(f"{row['path']}: line {row['line']}: expected {len(fields)} fields '{' '.join(fields)}'"
-                         f"{hint}, found {found}")
-    frame = frame.with_columns(pl.when(segment).then(pl.col("fields").list.slice(1)).alias("points"))
-    mixed = frame.filter(pl.col("points").is_null() != pl.col("points").is_null().first().over("path"))
-    if mixed.height:
-        row = mixed.row(0, named=True)
-        raise InputError(f"{row['path']}: line {row['line']}: box lines and segment lines in one file (ultralytics "
-                         "reads such a file as segments, a box line as two points)")
+                         f"{hint}, found {len(row['fields'])}")
+    frame = frame.with_columns(pl.when(segment).then(pl.col("fields").list.slice(1, n - 1 - after)).alias("points"))
+    field = pl.col("fields").list.get
+    # the class first, the box's four (null on a segment line), then conf as the line's last field
     return frame.select("stem", "path", "line", "fields", "points", *[
-        pl.when(pl.col("points").is_null() | (i == 0)).then(pl.col("fields").list.get(i, null_on_oob=True)).alias(c)
-        for i, c in enumerate(fields)])
+        (field(0) if i == 0 else pl.when(pl.col("points").is_null()).then(field(i)) if i < len(_GT_FIELDS)
+         else field(i - len(fields))).alias(c) for i, c in enumerate(fields)])
+
+
+def _refuse_mixed(lines: pl.DataFrame, first, reason: str) -> None:
+    """A located error for the first line whose kind (box or segment) is not that of ``first`` (an expression: the
+    kind of the line it is compared with)."""
+    _located(lines, pl.col("points").is_null() != first, lambda row: f"box lines and segment lines {reason}")
 
 
 def _located(frame: pl.DataFrame, bad: pl.Expr, message) -> None:
@@ -157,10 +164,11 @@ def _boxes(frame: pl.DataFrame, fields: tuple, sizes: pl.DataFrame, n_classes: i
     return frame.with_columns(x1.alias("x"), y1.alias("y"), (x2 - x1).alias("w"), (y2 - y1).alias("h"))
 
 
-def _segments(frame: pl.DataFrame, sizes: pl.DataFrame, n_classes: int | None) -> pl.DataFrame:
-    """:func:`_checked` segment lines, each point a number in [0, 1] (named ``x1, y1, x2, …`` in errors), with the
-    polygon in pixels (``x * W, y * H``) as ``polygon`` and as COCO's JSON text ``segmentation``."""
-    frame = _checked(frame.with_row_index("_object"), ("class",), sizes, n_classes)
+def _segments(frame: pl.DataFrame, sizes: pl.DataFrame, n_classes: int | None, fields=("class",)) -> pl.DataFrame:
+    """:func:`_checked` segment lines (their ``fields``: the class, a prediction's conf), each point a number in
+    [0, 1] (named ``x1, y1, x2, …`` in errors), with the polygon in pixels (``x * W, y * H``) as ``polygon`` and as
+    COCO's JSON text ``segmentation``."""
+    frame = _checked(frame.with_row_index("_object"), fields, sizes, n_classes)
     k = pl.int_range(pl.len()).over("_object")
     points = (frame.select("_object", "path", "line", "width", "height", "points").explode("points")
               .with_columns(pl.format("{}{}", pl.when(k % 2 == 0).then(pl.lit("x")).otherwise(pl.lit("y")),
@@ -194,6 +202,8 @@ def read_yolo_gt(path, images=None, names=None) -> CocoDataset:
     class_names = read_class_names(names_file) if names_file is not None else None
     files = sorted((p for p in folder.glob("*.txt") if p.name not in NAME_FILES), key=lambda p: p.stem)
     lines = _lines(files, _GT_FIELDS, segments=True)
+    _refuse_mixed(lines, pl.col("points").is_null().first().over("path"),
+                  "in one file (ultralytics reads such a file as segments, a box line as two points)")
     repeated = lines.filter(pl.struct("path", "fields").is_duplicated())
     if repeated.height:
         warnings.warn(f"{repeated.row(0, named=True)['path']}: {repeated.height} repeated label lines are kept "
@@ -227,16 +237,38 @@ def _prediction_batches(folder: Path) -> Iterator[list]:
 
 def iter_yolo_predictions(path, dataset: CocoDataset) -> Iterator[pl.DataFrame]:
     """Detection frames (:data:`evalengine.schema.DT`) of a folder of YOLO prediction files (``labels/`` in it when
-    there is one), read in batches of files; every file names an image of the ground truth by its stem."""
+    there is one), read in batches of files; every file names an image of the ground truth by its stem. Segment
+    predictions (``class x1 y1 … xn yn conf``, as ``yolo segment predict save_txt=True save_conf=True`` writes them)
+    are results with a box and a polygon segmentation, as a COCO result file would hold them: the box the pixel
+    points' extent, the area its ``w * h`` (``loadRes`` of a result with a box), the mask the polygon's
+    (``frPyObjects``). The folder's first line decides which kind every line must be (as ``loadRes`` decides by the
+    first result)."""
     folder = labels_folder(path)
     sizes = dataset.images.with_columns(stem(pl.col("file_name")).alias("stem"))
     n_classes = dataset.categories.height
-    first_id = 1
+    first_id, segmented = 1, None
     for files in _prediction_batches(folder):
-        frame = _boxes(_lines(files, _DT_FIELDS), _DT_FIELDS, sizes, n_classes)
+        lines = _lines(files, _DT_FIELDS, segments=True)
+        if not lines.height:  # no batch without rows: the first one decides the run's columns
+            continue
+        if segmented is None:
+            first = lines.row(0, named=True)
+            segmented = first["points"] is not None
+        _refuse_mixed(lines, pl.lit(not segmented), f"in one folder of predictions (its first line, {first['path']} "
+                                                    f"line {first['line']}, is a {'segment' if segmented else 'box'})")
+        frame = (_segment_results(lines, sizes, n_classes, folder) if segmented
+                 else _boxes(lines, _DT_FIELDS, sizes, n_classes))
         yield frame.select((pl.int_range(pl.len(), dtype=pl.Int64) + first_id).alias("det_id"), "image_id",
                            "category_id", pl.col("conf").alias("score"), "x", "y", "w", "h",
-                           (pl.col("w") * pl.col("h")).alias("area"))
+                           (pl.col("w") * pl.col("h")).alias("area"), *[c for c in schema.MASK if c in frame.columns])
         first_id += frame.height
     if first_id == 1:
-        raise InputError(f"{folder}: no YOLO prediction (<stem>.txt lines 'class cx cy w h conf') in this folder")
+        raise InputError(f"{folder}: no YOLO prediction (<stem>.txt lines 'class cx cy w h conf' or 'class x1 y1 … xn "
+                         "yn conf') in this folder")
+
+
+def _segment_results(lines: pl.DataFrame, sizes: pl.DataFrame, n_classes: int, folder: Path) -> pl.DataFrame:
+    """Segment prediction lines with their box (the polygon's extent) and mask columns (:func:`with_polygon_masks`)."""
+    frame = _segments(lines, sizes, n_classes, ("class", "conf")).with_columns(
+        pl.lit(None, pl.Float64).alias(c) for c in schema.BOX)
+    return with_polygon_masks(frame, sizes, folder, "prediction")
