@@ -43,7 +43,10 @@ def test_random_federated_sets_equal_lvis_api(tmp_path, iou_type, generate, batc
     for seed in range(batch * SEEDS_PER_BATCH, (batch + 1) * SEEDS_PER_BATCH):
         gt, dt = generate(seed)
         files = write_inputs(tmp_path, gt, dt, names=(f"gt{seed}.json", f"dt{seed}.json"))
-        evaluation = evaluate_lvis(*files, LvisProtocol(iou_type=iou_type), n_shards=1 + seed % 3)
+        # a store in memory (the one-shot's default) and, one set in four, through a temporary folder
+        evaluation = evaluate_lvis(*files, LvisProtocol(iou_type=iou_type), n_shards=1 + seed % 3,
+                                   in_memory=seed % 4 != 0)
+        assert evaluation.layout.persistent == (seed % 4 == 0)
         check(evaluation, lvis_api(gt, dt, iou_type), seed)
 
 

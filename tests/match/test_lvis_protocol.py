@@ -109,3 +109,30 @@ def test_bad_lvis_input_is_located(tmp_path, change, message):
     with pytest.raises(InputError, match=message) as error:
         evaluate_lvis(*write_inputs(tmp_path, gt, [det(1, BOX, 0.9)]))
     assert str(error.value).startswith(str(tmp_path / "gt.json"))
+
+
+def test_each_shard_task_gets_only_its_images_labels(tmp_path):
+    """The images table is read once when the tasks are planned: each shard task's inputs hold the (image, category)
+    pairs of its own images' ``neg_category_ids`` and ``not_exhaustive_category_ids``, and together all of them."""
+    from evalengine.api import ingest_lvis
+    from evalengine.store.sharding import shard_of
+
+    rng = np.random.default_rng(3)
+    images = [{"id": int(i), "width": 100, "height": 100, "neg_category_ids": [int(c) for c in rng.choice(9, 3) + 1],
+               "not_exhaustive_category_ids": [int(c) for c in rng.choice(9, int(rng.integers(0, 3))) + 1]}
+              for i in rng.choice(10_000, 40, replace=False)]
+    gt = {"images": images, "annotations": [{"id": 1, "image_id": images[0]["id"], "category_id": 1,
+                                             "bbox": list(BOX), "area": 2500.0}],
+          "categories": [{"id": k, "name": f"c{k}", "frequency": "f"} for k in range(1, 10)]}
+    dt = [{"image_id": images[0]["id"], "category_id": 1, "bbox": list(BOX), "score": 0.5}]
+    store = ingest_lvis(*write_inputs(tmp_path, gt, dt), tmp_path / "store", n_shards=5)
+    inputs, _ = LvisProtocol().shard_inputs(store.layout, "default")
+    assert len(inputs) == 5
+    for side, key in (("negative", "neg_category_ids"), ("not_exhaustive", "not_exhaustive_category_ids")):
+        expected = sorted((i["id"], c) for i in images for c in i[key])
+        got = sorted(pair for files in inputs for pair in files[side].rows())
+        assert got == expected
+        for k, files in enumerate(inputs):
+            ids = files[side].get_column("image_id").to_numpy()
+            assert files[side].columns == ["image_id", "category_id"]
+            assert (shard_of(ids, 5) == k).all()
