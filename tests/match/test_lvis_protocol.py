@@ -136,3 +136,15 @@ def test_each_shard_task_gets_only_its_images_labels(tmp_path):
             ids = files[side].get_column("image_id").to_numpy()
             assert files[side].columns == ["image_id", "category_id"]
             assert (shard_of(ids, 5) == k).all()
+
+
+def test_processes_scheduler_equals_threads(tmp_path):
+    """The shard tasks' label pairs travel with the task to other processes: the same results as threads in memory."""
+    from tests.lvis_reference import random_lvis
+
+    gt, dt = random_lvis(7)
+    files = write_inputs(tmp_path, gt, dt)
+    threads = evaluate_lvis(*files, n_shards=3)
+    processes = evaluate_lvis(*files, n_shards=3, scheduler="processes", workers=2)
+    assert not threads.layout.persistent and processes.layout.persistent
+    assert processes.results() == threads.results() == pytest.approx(lvis_api(gt, dt).results, abs=1e-12)
