@@ -68,7 +68,8 @@ def add_lvis(sub) -> None:
     lvis.add_argument("--keep-zero-id-quirk", type=int, choices=[0, 1], default=1,
                       help="1 (default) reproduces lvis-api never matching ground-truth id 0; 0 corrects it")
     lvis.add_argument("--keep-store", default=None, metavar="STORE",
-                      help=f"with --gt/--dt, keep the store: {STORE_HELP} (default: a temporary folder)")
+                      help=f"with --gt/--dt, keep the store: {STORE_HELP} (default: held in memory; in a temporary "
+                           "folder above evalengine.api.lvis.IN_MEMORY_DETECTIONS results or with --scheduler processes)")
     lvis.add_argument("--shards", type=options.positive_int, default=None, help="image shards")
     options.schedule_args(lvis)
     lvis.add_argument("--json", action="store_true",
