@@ -16,6 +16,7 @@ and peak RSS are reported. The peers are ``run_tool.TOOLS``' (the installed ones
 import argparse
 import importlib.util
 import json
+import os
 import resource
 import statistics
 import sys
@@ -138,22 +139,26 @@ def main(argv=None):
         if tool.startswith("evalengine"):
             _cold(tool, gt, dt, max_rss, python)  # numba's cache, compiled once
     tools = list(pythons)
+    load = [os.getloadavg()[0]]
     cold, warm = {tool: [] for tool in tools}, {tool: [] for tool in tools}
     for _ in range(args.repeat):
         for tool in tools:
             cold[tool].append(_cold(tool, gt, dt, max_rss, pythons[tool]))
             warm[tool].append(_warm(tool, gt, dt, max_rss, args.calls, pythons[tool]))
             print(json.dumps({"cold": cold[tool][-1], "warm": warm[tool][-1]}), file=sys.stderr, flush=True)
+    load.append(os.getloadavg()[0])
     import pyarrow.parquet as pq
 
     n_dets = pq.ParquetFile(data / "dt.parquet").metadata.num_rows
     title = (f"### one-shot, {args.images} images, {n_dets} detections, {args.classes} classes "
-             f"(median of {args.repeat}; missing: {', '.join(sorted(set(args.tools) - set(tools))) or 'none'})")
+             f"(median of {args.repeat}; load average {load[0]:.1f} → {load[1]:.1f}; missing: "
+             f"{', '.join(sorted(set(args.tools) - set(tools))) or 'none'})")
     text = table(cold, warm, title)
     print(text)
     out = args.out / f"oneshot_{args.images}img"
     out.with_suffix(".md").write_text(text + "\n")
-    out.with_suffix(".json").write_text(json.dumps({"cold": cold, "warm": warm, "n_detections": n_dets}, indent=2))
+    out.with_suffix(".json").write_text(json.dumps({"cold": cold, "warm": warm, "n_detections": n_dets, "load": load},
+                                                   indent=2))
 
 
 if __name__ == "__main__":

@@ -105,12 +105,15 @@ def compile_notice() -> None:
               file=sys.stderr)
 
 
-def main(argv=None) -> int:
-    """Run the command of ``argv``; return its exit status (see the module's docstring)."""
+def main(argv=None, imported=None) -> int:
+    """Run the command of ``argv``; return its exit status (see the module's docstring). ``imported`` is called once
+    the command's modules are imported."""
     args = None
     try:
         argv = sys.argv[1:] if argv is None else argv
         args = build_parser(argv).parse_args(argv)
+        if imported is not None:
+            imported()
         warnings.showwarning = _one_line_warning
         compile_notice()
         text = args.func(args)
@@ -192,7 +195,7 @@ def run() -> None:
     _without_blas_probe()
     code = EXIT_INTERRUPTED
     try:
-        code = main()
+        code = main(imported=_cached_kernels_without_registries)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is done: a Ctrl-C now would only cut its exit short
     except KeyboardInterrupt:  # in the instant between the two
         pass
@@ -205,6 +208,26 @@ def _without_blas_probe() -> None:
     BLAS, so the command's own process tells numba there is none (only here: a notebook's numba keeps its BLAS)."""
     if "scipy.linalg" not in sys.modules:
         sys.modules.setdefault("scipy.linalg.cython_blas", None)  # imports of it raise ModuleNotFoundError
+
+
+def _cached_kernels_without_registries() -> None:
+    """numba's ``Cache.load_overload`` refreshes its typing and lowering registries before it loads a cached kernel:
+    ~0.2 CPU s of imports and template set-up per process (cffi's C parser among them), though a cached kernel is
+    machine code that needs none of them (the modules its environment names are imported as it is unpickled, and a
+    kernel that does compile refreshes them then, in ``CompilerBase.__init__``). The command's process, once its
+    modules are imported, loads cached kernels with the runtime alone (numba 0.68's ``load_overload`` less the refresh;
+    recheck on an upgrade); a command that imports no numba is left without it."""
+    if "numba" not in sys.modules:
+        return
+    from numba.core import caching
+    from numba.core.runtime import rtsys
+
+    def load_overload(cache, signature, target_context):
+        rtsys.initialize(target_context)  # what the refresh's first step does: the runtime the kernels call
+        with cache._guard_against_spurious_io_errors():
+            return cache._load_overload(signature, target_context)
+
+    caching.Cache.load_overload = load_overload
 
 
 def _interrupt_again(unraisable) -> None:
