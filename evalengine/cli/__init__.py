@@ -210,14 +210,18 @@ def _without_blas_probe() -> None:
         sys.modules.setdefault("scipy.linalg.cython_blas", None)  # imports of it raise ModuleNotFoundError
 
 
+NUMBA_INTERNALS_CHECKED = "0.68."  # the numba release whose private caching API the tweak below was checked on
+
+
 def _cached_kernels_without_registries() -> None:
     """numba's ``Cache.load_overload`` refreshes its typing and lowering registries before it loads a cached kernel:
     ~0.2 CPU s of imports and template set-up per process (cffi's C parser among them), though a cached kernel is
     machine code that needs none of them (the modules its environment names are imported as it is unpickled, and a
     kernel that does compile refreshes them then, in ``CompilerBase.__init__``). The command's process, once its
-    modules are imported, loads cached kernels with the runtime alone (numba 0.68's ``load_overload`` less the refresh;
-    recheck on an upgrade); a command that imports no numba is left without it."""
-    if "numba" not in sys.modules:
+    modules are imported, loads cached kernels with the runtime alone (``load_overload`` less the refresh, only on the numba
+    of ``NUMBA_INTERNALS_CHECKED``); a command that imports no numba is left without it."""
+    numba = sys.modules.get("numba")
+    if numba is None or not numba.__version__.startswith(NUMBA_INTERNALS_CHECKED):
         return
     from numba.core import caching
     from numba.core.runtime import rtsys
