@@ -18,7 +18,7 @@ from evalengine.io.json_ground_truth import ANNOTATION, annotation_columns, extr
 from evalengine.io.json_read import read_json_list
 from evalengine.io.json_scan import read_span, top_level_values
 from evalengine.io.json_text import Piece, line_column, parse_values
-from evalengine.io.masks import SEGMENTATION, check_keypoints, masks, segmentation_text
+from evalengine.io.masks import check_keypoints, masks, segmentation_text
 from evalengine.io.validate import check_boxes, integers, listed, require, split_bbox, unique
 
 RESULT_FIELDS = {"image_id": pl.Int64, "category_id": pl.Int64, "bbox": pl.List(pl.Float64), "score": pl.Float64}
@@ -148,7 +148,7 @@ def read_coco_gt(path, kernel: bool = True) -> CocoDataset:
             ZeroIdWarning,
             stacklevel=2,
         )
-    shapes = _shapes(gt, images, path, raw_text=bool(parsed))
+    shapes = _shapes(gt, images, path)
     gt = gt.select(
         pl.col("id").alias("gt_id"),
         "image_id",
@@ -172,14 +172,13 @@ def read_coco_gt(path, kernel: bool = True) -> CocoDataset:
 _GT_OWN = set(schema.GT) | set(schema.MASK) | set(schema.GT_KEYPOINTS) | {"shard"}
 
 
-def _shapes(gt: pl.DataFrame, images: pl.DataFrame, path: Path, raw_text: bool) -> pl.DataFrame:
+def _shapes(gt: pl.DataFrame, images: pl.DataFrame, path: Path) -> pl.DataFrame:
     """The mask columns (if an annotation has a ``segmentation``) and the keypoint columns (if one has ``keypoints``
     or ``num_keypoints``) of the annotations, in their order; none where no annotation has them (see
-    :data:`evalengine.schema.MASK`). ``raw_text``: a segmentation is its text in the file (the kernel's), else Polars'
-    JSON reader's."""
+    :data:`evalengine.schema.MASK`). A segmentation is Polars' JSON reader's text, or the kernel's parsed values."""
     columns = []
     if gt.get_column("segmentation").null_count() < gt.height:
-        text = gt.with_columns(segmentation_text(pl.col("segmentation"), SEGMENTATION, json_reader=not raw_text))
+        text = gt.with_columns(segmentation_text(pl.col("segmentation"), gt.schema["segmentation"], json_reader=True))
         columns.append(masks(text, images, path, "annotation", pl.col("id")).columns)
     if any(gt.get_column(c).null_count() < gt.height for c in schema.GT_KEYPOINTS):
         check_keypoints(gt, path, "annotation", pl.col("id"))

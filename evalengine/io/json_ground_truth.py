@@ -4,8 +4,10 @@ The top-level object is walked member by member: ``annotations`` is parsed by :f
 core, in pieces cut between two annotations), every other value only delimited, for the exact readers
 (:func:`evalengine.io.json_read.read_json_list`) to read as before. The kernel reads the common form of an annotation
 — ``id``, ``image_id``, ``category_id`` (integers; an integral float is one), ``bbox`` (four numbers), ``area``,
-``iscrowd`` / ``ignore`` / ``difficult`` (integers or booleans), a ``segmentation`` polygon list or RLE kept as its JSON
-text, the scalar fields typed from the first annotations (:func:`extra_annotation_fields`), any other key skipped —
+``iscrowd`` / ``ignore`` / ``difficult`` (integers or booleans), a ``segmentation`` polygon list or RLE (read by the
+results' reader, :func:`evalengine.io.json_segmentation.read_segmentation`, into its parsed columns, which
+:func:`evalengine.io.masks.masks` takes as they are), the scalar fields typed from the first annotations
+(:func:`extra_annotation_fields`), any other key skipped —
 and gives up on anything else (``null`` where a box is needed, a repeated or escaped key, non-ASCII text, keypoints,
 an overflowing number, a syntax error): :func:`annotation_columns` then returns None and the exact reader reads the
 file, so every accepted file gives the exact reader's columns and every refused one its located message.
@@ -22,13 +24,12 @@ import numba
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evalengine import schema
 from evalengine.io.json_scan import list_sample, value_end
-from evalengine.io.json_segmentation import segmentation_end
-from evalengine.io.json_values import (FALSE, NULL, TRUE, gather, literal, member, number, numbers_at, room, skip_value, space,
-                                       string_end, whole_integer)
+from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segmentation
+from evalengine.io.json_values import (FALSE, NULL, TRUE, correctly_rounded, gather, literal, member, number, numbers_at,
+                                       room, skip_value, space, string_end, whole_integer)
 from evalengine.io.masks import SEGMENTATION
 
 ANNOTATION = pl.Struct(
@@ -80,16 +81,17 @@ _BBOX_KEY = 3  # the box's position among the keys (:data:`_KNOWN`): every annot
 
 
 @numba.njit(cache=True, nogil=True)
-def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int, n_float, n_bool, n_text,
-                      size_key, counts_key):
+def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int, n_float, n_bool, n_text, masks,
+                      store, used):
     """The annotation objects of a list from ``p`` until the list ends or a ',' ends at ``limit`` or after it:
-    ``(status, position, rows, ints, int_given, floats, float_given, bools, bool_given, texts, inexact)``, column by
-    column (``texts``: the (start, end) of a string's characters or a segmentation's text, -1 for none; ``inexact``:
-    (start, end, column, row) of the floats to convert). ``status`` :data:`LIMIT` (``position``: after the ','),
-    :data:`END` (at the list's ']') or :data:`FAIL`. Keys ``kinds[k]`` / ``slots[k]`` say how and where the value of
-    key ``k`` goes; the box is float columns 0–3."""
+    ``(status, position, rows, ints, int_given, floats, float_given, bools, bool_given, texts, inexact, store)``,
+    column by column (``texts``: the (start, end) of a string's characters, -1 for none; ``inexact``: (start, end,
+    column, row) of the floats to convert), the segmentations read into ``masks``, ``store`` and ``used``
+    (:func:`evalengine.io.json_segmentation.outputs`, whose row count bounds the annotations read). ``status``
+    :data:`LIMIT` (``position``: after the ','), :data:`END` (at the list's ']') or :data:`FAIL`. Keys ``kinds[k]`` /
+    ``slots[k]`` say how and where the value of key ``k`` goes; the box is float columns 0–3."""
     n = buf.shape[0]
-    capacity = (min(limit, n) - p) // MIN_ANNOTATION_BYTES + 16
+    capacity = masks[0].shape[0]
     ints, int_given = np.empty((n_int, capacity), np.int64), np.empty((n_int, capacity), np.bool_)
     floats, float_given = np.empty((n_float, capacity), np.float64), np.empty((n_float, capacity), np.bool_)
     bools, bool_given = np.empty((n_bool, capacity), np.bool_), np.empty((n_bool, capacity), np.bool_)
@@ -152,8 +154,7 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
                     end = -1 if buf[i] == 92 else end  # an escape: Python's json decodes it
                 texts[slot, row, 0], texts[slot, row, 1], p = p + 1, end - 1, end
             elif kind == _SEGMENTATION:
-                end = segmentation_end(buf, p, n, size_key, counts_key) if p < n else -1
-                texts[slot, row, 0], texts[slot, row, 1], p = p, end, end
+                p, store = read_segmentation(buf, p, n, row, masks, store, used)
             elif kind == _REFUSE:
                 p = -1
             else:
@@ -171,6 +172,7 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
             break
         if broken:
             break
+        end_row(row, masks, used)
         row += 1
         p = space(buf, p + 1, n)
         if p < n and buf[p] == 44:
@@ -183,14 +185,13 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
             status = END
         break
     return (status, p, row, ints[:, :row], int_given[:, :row], floats[:, :row], float_given[:, :row],
-            bools[:, :row], bool_given[:, :row], texts[:, :row], inexact[:n_inexact])
+            bools[:, :row], bool_given[:, :row], texts[:, :row], inexact[:n_inexact], store)
 
 
 _KNOWN = {"id": (_INT, 0), "image_id": (_INT, 1), "category_id": (_INT, 2), "bbox": (_BBOX, 0),
           "area": (_FLOAT, 4), "iscrowd": (_FLAG, 3), "ignore": (_FLAG, 4), "difficult": (_FLAG, 5),
           "segmentation": (_SEGMENTATION, 0), "keypoints": (_REFUSE, 0), "num_keypoints": (_REFUSE, 0)}
 _KIND_OF = {pl.Int64: _INT, pl.Float64: _FLOAT, pl.Boolean: _BOOL, pl.String: _STRING}
-_SIZE, _COUNTS = (np.frombuffer(k, np.uint8).copy() for k in (b'"size"', b'"counts"'))
 
 
 class _Table:
@@ -198,7 +199,7 @@ class _Table:
 
     def __init__(self, extra: dict):
         keys = {**_KNOWN}
-        counts = {_INT: 6, _FLOAT: 5, _BOOL: 0, _STRING: 1}
+        counts = {_INT: 6, _FLOAT: 5, _BOOL: 0, _STRING: 0}
         self.columns = {kind: [] for kind in counts}
         for name, dtype in extra.items():
             kind = _KIND_OF[dtype]
@@ -214,9 +215,13 @@ class _Table:
         self.extra = extra
 
     def parse(self, buf: np.ndarray, p: int, limit: int) -> tuple:
-        return parse_annotations(buf, p, limit, self.key_bytes, self.key_starts, self.kinds, self.slots,
-                                 self.counts[_INT], self.counts[_FLOAT], self.counts[_BOOL],
-                                 self.counts[_STRING], _SIZE, _COUNTS)
+        """:func:`parse_annotations` from ``p``, and its segmentations' outputs: ``(*parsed, (masks, store,
+        used))``."""
+        masks, store, used = outputs((min(limit, len(buf)) - p) // MIN_ANNOTATION_BYTES + 16)
+        *parsed, store = parse_annotations(buf, p, limit, self.key_bytes, self.key_starts, self.kinds, self.slots,
+                                           self.counts[_INT], self.counts[_FLOAT], self.counts[_BOOL],
+                                           self.counts[_STRING], masks, store, used)
+        return (*parsed, (masks, store, used))
 
     def frame(self, buf: np.ndarray, pieces: list) -> tuple | None:
         """The columns of the parsed ``pieces`` as the exact reader's frame without its box, and the box (``x, y, w,
@@ -229,10 +234,13 @@ class _Table:
             offset += piece[2]
         inexact = np.concatenate(inexact)
         if len(inexact):
-            converted = pc.cast(_strings(buf, inexact[:, 0], inexact[:, 1]), pa.float64()).to_numpy()
-            if not np.isfinite(converted).all():  # 1e400: Python's json reads inf, which the exact reader refuses
+            converted = correctly_rounded(buf, inexact[:, 0], inexact[:, 1])
+            if converted is None:
                 return None
             floats[inexact[:, 2], inexact[:, 3]] = converted
+        segmentation = _segmentations(buf, pieces)
+        if segmentation is None:
+            return None
         rows = texts.shape[1]
         strings = _strings(buf, texts[:, :, 0].ravel(), texts[:, :, 1].ravel()) if (texts[:, :, 0] >= 0).any() else None
         columns = {}
@@ -242,7 +250,8 @@ class _Table:
                 (["area", *self.columns[_FLOAT]], floats[4:], float_given[4:], pl.Float64),
                 (self.columns[_BOOL], bools, bool_given, pl.Boolean)):
             columns.update({name: _column(values[k], given[k], dtype) for k, name in enumerate(names)})
-        for k, name in enumerate(["segmentation", *self.columns[_STRING]]):
+        columns["segmentation"] = segmentation
+        for k, name in enumerate(self.columns[_STRING]):
             columns[name] = (pl.from_arrow(strings[k * rows:(k + 1) * rows]) if (texts[k, :, 0] >= 0).any()
                              else pl.repeat(None, rows, dtype=pl.String, eager=True))
         columns.update({name: pl.repeat(None, rows, dtype=dtype, eager=True)
@@ -250,6 +259,20 @@ class _Table:
         box = {name: _column(floats[k], float_given[k], pl.Float64) for k, name in enumerate(schema.BOX)}
         order = [c for c in ANNOTATION.to_schema() if c != "bbox"] + list(self.extra)
         return pl.DataFrame({name: columns[name].alias(name) for name in order}), pl.DataFrame(box)
+
+
+def _segmentations(buf: np.ndarray, pieces: list) -> pl.Series | None:
+    """The pieces' segmentations as one column of :data:`evalengine.io.masks.PARSED_SEGMENTATION` (null for none);
+    None where a coordinate is not finite."""
+    parts = []
+    for piece in pieces:
+        masks, store, used = piece[11]
+        columns = parsed(buf, piece[2], masks, store, used)
+        if columns is None:
+            return None
+        given = pl.Series(masks[0][:piece[2]] != 0)
+        parts.append(pl.DataFrame(columns).select(pl.when(given).then(pl.struct(pl.all())).alias("segmentation")))
+    return pl.concat(parts).to_series()
 
 
 def _column(values: np.ndarray, given: np.ndarray, dtype) -> pl.Series:

@@ -1,12 +1,14 @@
-"""A COCO ``segmentation`` value read straight from JSON bytes by numba (the masks of
-:mod:`evalengine.io.json_results`), and the parsed columns it gives (:func:`parsed_columns`).
+"""A COCO ``segmentation`` value read straight from JSON bytes by numba (the masks of the result and ground-truth
+kernels, :mod:`evalengine.io.json_results` and :mod:`evalengine.io.json_ground_truth`), and the parsed columns it gives
+(:func:`parsed_columns`).
 
 The forms read are pycocotools' three: a polygon list (``[[x, y, …], …]``, possibly ``[]``), a compressed RLE
 ``{"size": [h, w], "counts": "…"}`` (the string's ``\\\\`` escapes unescaped) and an uncompressed one (``counts`` a
 list of integers). Anything else (``null``, another key, a repeated one, another escape, a number of another form in
 ``size`` or ``counts``, a nested value in a polygon) is given up on: the exact reader then reads it and says what is
 wrong. The values are left as given; :func:`evalengine.io.masks.masks` checks them (odd polygons, sizes, sums)
-against the images, with the same messages for either reader.
+against the images, with the same messages for either reader. A compressed string's runs are summed while it is
+copied (:func:`evalengine.io.rle.runs_sum`), so that the check of its sum reads no string again.
 """
 
 import numba
@@ -15,8 +17,8 @@ import polars as pl
 import pyarrow as pa
 
 from evalengine.io import json_values
-from evalengine.io.json_values import MANTISSA_DIGITS, literal, plain_end, room, space, string_end
-from evalengine.io.rle import reserve
+from evalengine.io.json_values import correctly_rounded, known_key, plain_end, room, space, string_end
+from evalengine.io.rle import reserve, runs_sum
 
 # json_values.number, called rather than inlined (it is inlined in the box kernel): inlining it at these call sites
 # made the kernel take minutes to compile, and masks hold few numbers
@@ -28,27 +30,19 @@ NO_MASK, POLYGONS, COMPRESSED, UNCOMPRESSED = 0, 1, 2, 3
 CHARS, NUMBERS, PARTS, INEXACT = 0, 1, 2, 3
 _MAX_EXPONENT = 300  # a number whose decimal exponent may be above this may overflow a double
 _MAX_INTEGER = 2**53  # counts and sizes are kept in float64 / int64: exact below this
-_SIZE, _COUNTS = np.frombuffer(b"size", np.uint8).copy(), np.frombuffer(b"counts", np.uint8).copy()
+_KEY_BYTES, _KEY_STARTS = np.frombuffer(b"sizecounts", np.uint8).copy(), np.array([0, 4, 10], np.int64)
+# a row's header (rows[1]): the RLE's size [h, w] and, for a compressed string, its runs' sum (rle.runs_sum)
+HEIGHT, WIDTH, RUNS_SUM = 0, 1, 2
 # the parsed columns (:func:`parsed_columns`), by form
 COLUMNS = {POLYGONS: "segmentation_polygon", COMPRESSED: "segmentation_rle", UNCOMPRESSED: "segmentation_rle_counts"}
 
 
 def outputs(capacity: int) -> tuple:
     """Empty ``(rows, store, used)`` for :func:`read_segmentation` over at most ``capacity`` rows."""
-    rows = (np.zeros(capacity, np.int8), np.zeros((2, capacity), np.int64), np.zeros(capacity, np.int64),
+    rows = (np.zeros(capacity, np.int8), np.zeros((3, capacity), np.int64), np.zeros(capacity, np.int64),
             np.zeros(capacity, np.int64))
     store = (np.empty(1024, np.uint8), np.empty(256), np.empty(64, np.int64), np.empty((16, 3), np.int64))
     return rows, store, np.zeros(4, np.int64)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _is(buf, start, end, word):
-    if end - start != word.shape[0]:
-        return False
-    for i in range(word.shape[0]):
-        if buf[start + i] != word[i]:
-            return False
-    return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -94,7 +88,8 @@ def _number_list(buf, p, n, store, used, integers):
 @numba.njit(cache=True, nogil=True)
 def _counts_string(buf, p, n, store, used):
     """The compressed counts string at ``p`` (at its quote) appended to ``store``'s characters, its ``\\\\``
-    unescaped: ``(end, store)``, end -1 for another escape, a control character or a non-ASCII byte."""
+    unescaped: ``(end, runs' sum, store)`` (:func:`evalengine.io.rle.runs_sum`), end -1 for another escape, a control
+    character or a non-ASCII byte."""
     chars, numbers, part_ends, inexact = store
     m, q = used[CHARS], p + 1
     while True:
@@ -107,9 +102,10 @@ def _counts_string(buf, p, n, store, used):
             m, q = m + 1, e + 2
             continue
         if e < n and buf[e] == 34:
+            total = runs_sum(chars, used[CHARS], m)
             used[CHARS] = m
-            return e + 1, (chars, numbers, part_ends, inexact)
-        return -1, (chars, numbers, part_ends, inexact)
+            return e + 1, total, (chars, numbers, part_ends, inexact)
+        return -1, 0, (chars, numbers, part_ends, inexact)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -128,8 +124,9 @@ def _next_item(buf, p, n, close):
 
 @numba.njit(cache=True, nogil=True)
 def _rle(buf, p, n, row, rows, store, used):
-    """The RLE object at ``p`` (at its '{'): ``(end, store)``; ``size`` into ``rows``, the form into ``rows``."""
-    form, size = rows[0], rows[1]
+    """The RLE object at ``p`` (at its '{'): ``(end, store)``; its form and header (:data:`HEIGHT`, …) into
+    ``rows``."""
+    form, header = rows[0], rows[1]
     seen = 0
     p = space(buf, p + 1, n)
     while True:
@@ -138,7 +135,7 @@ def _rle(buf, p, n, row, rows, store, used):
         key_end = string_end(buf, p, n)
         if key_end < 0:
             return -1, store
-        k = 1 if _is(buf, p + 1, key_end - 1, _SIZE) else 2 if _is(buf, p + 1, key_end - 1, _COUNTS) else 0
+        k = known_key(buf, p + 1, key_end - 1, _KEY_BYTES, _KEY_STARTS) + 1  # 1: size, 2: counts, 0: another
         if k == 0 or seen & k:
             return -1, store
         seen |= k
@@ -157,14 +154,15 @@ def _rle(buf, p, n, row, rows, store, used):
                 p, integer, whole, _, exact = number(buf, p, n)
                 if p < 0 or not integer or not exact or abs(whole) >= _MAX_INTEGER:
                     return -1, store
-                size[j, row] = whole
+                header[j, row] = whole
                 p = space(buf, p, n)
                 if p >= n or buf[p] != (93 if j == 1 else 44):
                     return -1, store
                 p += 1
         elif buf[p] == 34:
             form[row] = COMPRESSED
-            p, store = _counts_string(buf, p, n, store, used)
+            p, total, store = _counts_string(buf, p, n, store, used)
+            header[RUNS_SUM, row] = total
         elif buf[p] == 91:
             form[row] = UNCOMPRESSED
             p, store = _number_list(buf, p, n, store, used, True)
@@ -181,7 +179,7 @@ def _rle(buf, p, n, row, rows, store, used):
 def read_segmentation(buf, p, n, row, rows, store, used):
     """The segmentation value at ``p`` of result ``row``: ``(end, store)``, end -1 where it is given up on.
 
-    ``rows``: per row its form, ``size`` (2, rows), and where its characters and parts end (set by
+    ``rows``: per row its form, header (3, rows: :data:`HEIGHT`, …), and where its characters and parts end (set by
     :func:`end_row`); ``store``: the growing characters (uint8), numbers (float64), part ends (int64) and inexact
     numbers; ``used``: how much of each is filled (:data:`CHARS`, …)."""
     if p >= n:
@@ -209,19 +207,39 @@ def end_row(row, rows, used):
     rows[2][row], rows[3][row] = used[CHARS], used[PARTS]
 
 
-def parsed_columns(form: np.ndarray, size: np.ndarray, chars: np.ndarray, chars_end: np.ndarray,
+def parsed(buf: np.ndarray, n: int, rows: tuple, store: tuple, used: np.ndarray) -> dict | None:
+    """:func:`parsed_columns` of the first ``n`` rows :func:`read_segmentation` read from ``buf`` into ``(rows, store,
+    used)`` (:func:`outputs`), the polygon coordinates beyond the fast path correctly rounded; None where one is not
+    finite (1e400: Python's json reads inf, which the exact reader refuses)."""
+    form, header, chars_end, parts_end = rows[0][:n], rows[1][:, :n], rows[2][:n], rows[3][:n]
+    chars, numbers, part_ends, inexact = store
+    n_parts = int(parts_end[-1]) if n else 0
+    numbers = numbers[:part_ends[n_parts - 1] if n_parts else 0]
+    inexact = inexact[:used[INEXACT]]
+    inexact = inexact[inexact[:, 2] < len(numbers)]  # not those of a row given up on
+    if len(inexact):
+        converted = correctly_rounded(buf, inexact[:, 0], inexact[:, 1])
+        if converted is None:
+            return None
+        numbers[inexact[:, 2]] = converted
+    chars = chars[:chars_end[-1] if n else 0]
+    return parsed_columns(form, header, chars, chars_end, numbers, part_ends[:n_parts], parts_end)
+
+
+def parsed_columns(form: np.ndarray, header: np.ndarray, chars: np.ndarray, chars_end: np.ndarray,
                    numbers: np.ndarray, part_ends: np.ndarray, parts_end: np.ndarray) -> dict:
     """The rows' segmentations as the columns :func:`evalengine.io.masks.masks` reads (:data:`COLUMNS`), each null
     where a row has another form: ``segmentation_polygon`` ``List(List(Float64))``, ``segmentation_rle`` ``{size:
-    List(Int64), counts: String}`` and ``segmentation_rle_counts`` ``{size, counts: List(Int64)}``, as JSON would
-    decode them. Row ``r``'s characters end at ``chars_end[r]``, its parts (polygons, or its counts as one part) at
-    ``parts_end[r]``, part ``k``'s numbers at ``part_ends[k]``."""
+    List(Int64), counts: String, runs_sum: Int64}`` and ``segmentation_rle_counts`` ``{size, counts: List(Int64)}``,
+    as JSON would decode them (with the compressed strings' :func:`evalengine.io.rle.runs_sum`). Row ``r``'s header
+    is ``header[:, r]`` (:data:`HEIGHT`, …), its characters end at ``chars_end[r]``, its parts (polygons, or its
+    counts as one part) at ``parts_end[r]``, part ``k``'s numbers at ``part_ends[k]``."""
     n = len(form)
     columns = {}
     part_offsets = np.concatenate([[0], part_ends]).astype(np.int64)
     row_parts = np.concatenate([[0], parts_end]).astype(np.int64)
     sizes = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
-                                     pa.array(np.ascontiguousarray(size.T).reshape(-1)))
+                                     pa.array(np.ascontiguousarray(header[:RUNS_SUM].T).reshape(-1)))
     for kind, name in COLUMNS.items():
         here = form == kind
         mask = pa.array(~here)
@@ -231,7 +249,8 @@ def parsed_columns(form: np.ndarray, size: np.ndarray, chars: np.ndarray, chars_
         elif kind == COMPRESSED:
             bounds = np.concatenate([[0], chars_end]).astype(np.int64)
             counts = pa.LargeStringArray.from_buffers(n, pa.py_buffer(bounds), pa.py_buffer(chars))
-            array = pa.StructArray.from_arrays([sizes, counts], names=["size", "counts"], mask=mask)
+            array = pa.StructArray.from_arrays([sizes, counts, pa.array(header[RUNS_SUM])],
+                                               names=["size", "counts", "runs_sum"], mask=mask)
         else:
             ends = part_offsets[row_parts[1:]]
             starts = np.where(here, part_offsets[row_parts[:-1]], ends)
@@ -242,112 +261,3 @@ def parsed_columns(form: np.ndarray, size: np.ndarray, chars: np.ndarray, chars_
             array = pa.StructArray.from_arrays([sizes, counts], names=["size", "counts"], mask=mask)
         columns[name] = pl.Series(name, array)
     return columns
-
-
-@numba.njit(cache=True, nogil=True)
-def _finite_number_end(buf, p, n):
-    """End of the number at ``p`` if a double holds it (Python's json reads no infinity from it), else -1."""
-    end, _, _, _, exact = number(buf, p, n)
-    if end < 0 or exact:
-        return end
-    q, digits, exponent, sign = p + (buf[p] == 45), 0, 0, 1
-    while q < end and 48 <= buf[q] <= 57:
-        q, digits = q + 1, digits + 1
-    while q < end and buf[q] != 101 and buf[q] != 69:
-        q += 1
-    if q < end:
-        q += 1
-        if buf[q] == 45 or buf[q] == 43:
-            sign, q = (-1 if buf[q] == 45 else 1), q + 1
-        while q < end:
-            exponent = min(exponent * 10 + buf[q] - 48, 100000)
-            q += 1
-    return end if digits + sign * exponent <= _MAX_EXPONENT else -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _integers_end(buf, p, n, count):
-    """End of a list of integers at ``p`` (``count`` of them, or any number if ``count`` < 0), or -1."""
-    if p >= n or buf[p] != 91:
-        return -1
-    p, k = space(buf, p + 1, n), 0
-    if p < n and buf[p] == 93:
-        return p + 1 if count <= 0 else -1
-    while True:
-        p, integer, whole, _, exact = number(buf, p, n)
-        if p < 0 or not integer or not exact or abs(whole) >= MANTISSA_DIGITS:
-            return -1
-        k += 1
-        p, closed = _next_item(buf, p, n, 93)
-        if p < 0:
-            return -1
-        if closed:
-            return p if count < 0 or k == count else -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _rle_string_end(buf, p, n):
-    """End of a compressed RLE string at ``p``: characters '0'..'o', a backslash escaped, no other escape; or -1."""
-    if p >= n or buf[p] != 34:
-        return -1
-    p += 1
-    while p < n:
-        c = buf[p]
-        if c == 34:
-            return p + 1
-        if c == 92:
-            p += 1
-            if p >= n or buf[p] != 92:
-                return -1
-        elif not 48 <= c <= 111:
-            return -1
-        p += 1
-    return -1
-
-
-@numba.njit(cache=True, nogil=True)
-def segmentation_end(buf, p, n, size_key, counts_key):
-    """End of a segmentation in a form whose JSON text reads as the exact reader's text reads — a list of polygons of
-    numbers, or ``{"size": [h, w], "counts": …}`` with integer counts or a compressed string —, or -1."""
-    if buf[p] == 91:
-        p = space(buf, p + 1, n)
-        if p < n and buf[p] == 93:
-            return p + 1
-        while True:
-            if p >= n or buf[p] != 91:
-                return -1
-            p = space(buf, p + 1, n)
-            if p < n and buf[p] == 93:
-                p += 1
-            else:
-                closed = False
-                while p >= 0 and not closed:
-                    p, closed = _next_item(buf, _finite_number_end(buf, p, n), n, 93)
-                if p < 0:
-                    return -1
-            p, closed = _next_item(buf, p, n, 93)
-            if p < 0 or closed:
-                return p
-    if buf[p] != 123:
-        return -1
-    seen = 0
-    p = space(buf, p + 1, n)
-    while True:
-        size = literal(buf, p, n, size_key)
-        counts = literal(buf, p, n, counts_key) if size < 0 else -1
-        if size < 0 and counts < 0 or (seen & (1 if size >= 0 else 2)):
-            return -1
-        seen |= 1 if size >= 0 else 2
-        p = space(buf, max(size, counts), n)
-        if p >= n or buf[p] != 58:
-            return -1
-        p = space(buf, p + 1, n)
-        if size >= 0:
-            p = _integers_end(buf, p, n, 2)
-        elif p < n and buf[p] == 34:
-            p = _rle_string_end(buf, p, n)
-        else:
-            p = _integers_end(buf, p, n, -1)
-        p, closed = _next_item(buf, p, n, 125)
-        if p < 0 or closed:
-            return p if seen == 3 else -1

@@ -5,6 +5,8 @@ mantissa of at most 2**53 scaled by at most 10**22 is one exact IEEE operation; 
 
 import numba
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 _POWERS = np.array([10.0 ** k for k in range(23)])  # exact doubles
 _MAX_EXACT = 2**53
@@ -340,3 +342,17 @@ def numbers_at(buf, p, n, count, values, spans):
                 return -1
             p += 1
     return p
+
+
+def correctly_rounded(buf, starts, ends):
+    """The numbers of the texts ``buf[starts:ends]`` (those beyond :func:`number`'s fast path) as Python's json reads
+    them, by Arrow's correctly rounded parser; None where one is not finite (1e400: Python's json reads inf, which the
+    exact reader refuses)."""
+    starts = np.ascontiguousarray(starts, np.int64)
+    lengths = np.ascontiguousarray(ends, np.int64) - starts
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = gather(buf, starts, lengths, int(offsets[-1]))
+    texts = pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data))
+    converted = pc.cast(texts, pa.float64()).to_numpy()
+    return converted if np.isfinite(converted).all() else None

@@ -30,6 +30,10 @@ SEGMENTATION = pl.String  # how a segmentation is read: its JSON text, until its
 _POLYGON = pl.List(pl.List(pl.Float64))
 _RLE = {"uncompressed": pl.Struct({"size": pl.List(pl.Int64), "counts": pl.List(pl.Int64)}),
         "compressed": pl.Struct({"size": pl.List(pl.Int64), "counts": pl.String})}
+# a segmentation the JSON kernels read (json_segmentation.parsed_columns) as one column: its parsed columns as fields
+PARSED_SEGMENTATION = pl.Struct({PARSED[POLYGONS]: _POLYGON,
+                                 PARSED[COMPRESSED]: pl.Struct({**_RLE["compressed"].to_schema(), "runs_sum": pl.Int64}),
+                                 PARSED[UNCOMPRESSED]: _RLE["uncompressed"]})
 _UINT32 = 2**32
 
 
@@ -70,7 +74,10 @@ def segmentation_text(column: pl.Expr, dtype, json_reader: bool) -> pl.Expr:
     """A segmentation column as JSON text: read as text by the JSON reader (``json_reader``), given as text (a Parquet
     string column) or as a struct ``{size, counts}`` (Parquet). A compressed RLE's characters are ``0``…``o``, which
     hold a backslash but no quote or control character, so doubling the reader's backslashes is exact for it (and
-    a string with a quote stays malformed)."""
+    a string with a quote stays malformed). The ground-truth kernel's parsed segmentations
+    (:data:`PARSED_SEGMENTATION`) are kept as they are."""
+    if dtype == PARSED_SEGMENTATION:
+        return column
     if isinstance(dtype, pl.Struct):
         return column.struct.json_encode()
     text = column.cast(pl.String)
@@ -80,9 +87,12 @@ def segmentation_text(column: pl.Expr, dtype, json_reader: bool) -> pl.Expr:
 def masks(frame: pl.DataFrame, images: pl.DataFrame, path, what: str, row: pl.Expr,
           default_polygon: pl.Expr | None = None) -> Masks:
     """The masks of ``frame``'s ``segmentation`` (JSON text, null for none; or the parsed columns of
-    :func:`evalengine.io.json_segmentation.parsed_columns`) in the size of each row's image; rows without one get
+    :func:`evalengine.io.json_segmentation.parsed_columns`, as columns or as the fields of a
+    :data:`PARSED_SEGMENTATION` column) in the size of each row's image; rows without one get
     ``default_polygon`` (a ``List(List(Float64))`` expression over the frame) if given, else no mask. ``what`` and
     ``row`` name a row in errors (``annotation`` / ``pl.col('id')``)."""
+    if frame.schema.get("segmentation") == PARSED_SEGMENTATION:
+        frame = frame.unnest("segmentation")
     sizes = images.select("image_id", pl.col("height").alias("_h"), pl.col("width").alias("_w"))
     frame = (frame.with_row_index("_row").join(sizes, on="image_id", how="left", maintain_order="left")
              .with_columns(row.alias("_id")))
@@ -206,7 +216,11 @@ def _rle_masks(rows: pl.DataFrame, kind: str, path, what: str) -> tuple:
         strings, bad = rle.encode_strings(values, offsets, arrow=True), rle.first_bad_counts(values, offsets, h, w)
     else:
         strings = given.to_arrow()
-        malformed, bad = rle.first_bad_strings(strings, h, w)
+        if "runs_sum" in rows.schema["_rle"].to_schema():  # summed by the JSON kernels as they read the strings
+            sums = rows.get_column("_rle").struct.field("runs_sum").to_numpy()
+            malformed, bad = rle.first_bad_sums(sums, h, w)
+        else:
+            malformed, bad = rle.first_bad_strings(strings, h, w)
         if malformed >= 0:  # rleFrString's characters are '0'..'o' (5 bits and 0x20 for "more"): the last ends a value
             _reject(rows, counts.str.contains(r"[^0-o]|[P-o]$"), path, what,
                     "'segmentation' counts is not a compressed RLE string", shown=counts)

@@ -18,16 +18,16 @@ _INT_MIN = -2147483648  # (int)NaN on x86: the row of a point between equal vert
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _boundary_point(pu, pv, u, v, h, w):
-    """rleFrPoly's downsampling of the step from ``(pu, pv)`` to ``(u, v)`` (upsampled): the pixel index where the
-    mask toggles, or -1. In integers: ``xd = (c + .5) / 5 - .5`` is integral exactly when ``c ≡ 2 (mod 5)`` (other
-    values lie 0.2 from any integer, far beyond rounding), and ``ceil(clamp((v + .5) / 5 - .5, 0, h))`` is the
+    """rleFrPoly's downsampling of the step from ``(pu, pv)`` to ``(u, v)`` (upsampled): ``(pixel index where the mask
+    toggles, its column)``, or -1. In integers: ``xd = (c + .5) / 5 - .5`` is integral exactly when ``c ≡ 2 (mod 5)``
+    (other values lie 0.2 from any integer, far beyond rounding), and ``ceil(clamp((v + .5) / 5 - .5, 0, h))`` is the
     clamped ``ceil((v - 2) / 5)``."""
     if u == pu:
-        return -1
+        return -1, -1
     c = u if u < pu else u - 1
     if c < 2 or (c - 2) % 5 or (c - 2) // 5 > w - 1:
-        return -1
-    return (c - 2) // 5 * h + min(max(-((2 - min(pv, v)) // 5), 0), h)
+        return -1, -1
+    return (c - 2) // 5 * h + min(max(-((2 - min(pv, v)) // 5), 0), h), (c - 2) // 5
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -38,23 +38,24 @@ def _before_step(xs, s, t, c):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sort_toggles(a, n, h):
-    """``a[:n + 1]`` sorted, ``a[n]`` (= h·w) being the largest: a counting sort by column (``a // h``), then an
-    insertion sort that only meets the few toggles of one column (np.sort took most of the rasterising time)."""
+def _sort_toggles(a, column, n):
+    """``a[:n + 1]`` sorted, ``a[n]`` (= h·w) being the largest: a counting sort by the column each toggle was made
+    for (``a // h``, or one less for a toggle at row ``h``: no division, which took a third of the rasterising), then
+    an insertion sort that only meets the few toggles of a column (np.sort took most of the rasterising time)."""
     out = np.empty(n + 1, np.int64)
     out[n] = a[n]
     if n == 0:
         return out
-    lo, hi = a[0] // h, a[0] // h
+    lo, hi = column[0], column[0]
     for i in range(n):
-        lo, hi = min(lo, a[i] // h), max(hi, a[i] // h)
+        lo, hi = min(lo, column[i]), max(hi, column[i])
     start = np.zeros(hi - lo + 2, np.int64)
     for i in range(n):
-        start[a[i] // h - lo + 1] += 1
+        start[column[i] - lo + 1] += 1
     for c in range(1, start.size):
         start[c] += start[c - 1]
     for i in range(n):
-        c = a[i] // h - lo
+        c = column[i] - lo
         out[start[c]] = a[i]
         start[c] += 1
     for i in range(1, n):
@@ -82,6 +83,7 @@ def poly_rle(xy, k, h, w):
         x1, y1 = int(_SCALE * xy[2 * jn] + 0.5), int(_SCALE * xy[2 * jn + 1] + 0.5)
         m += max(abs(x1 - x0), abs(y1 - y0)) // 5 + 2
     a = np.empty(m, np.int64)  # the toggles (at most one per sampled column a segment crosses, + 1), then h·w
+    column = np.empty(m, np.int64)  # the column of each toggle
     nb, pu, pv = 0, 0, 0
     for j in range(k):
         xs, ys = int(_SCALE * xy[2 * j] + 0.5), int(_SCALE * xy[2 * j + 1] + 0.5)
@@ -96,9 +98,9 @@ def poly_rle(xy, k, h, w):
             t0 = dx if flip else 0  # the first point visited: its step from the previous segment's last point
             u, v = xs + t0, int(ys + s * t0 + 0.5) if dx else _INT_MIN  # 0/0: see the module docstring
             if j > 0:
-                p = _boundary_point(pu, pv, u, v, h, w)
+                p, at = _boundary_point(pu, pv, u, v, h, w)
                 if p >= 0:
-                    a[nb] = p
+                    a[nb], column[nb] = p, at
                     nb += 1
             # steps between t and t + 1 (either direction) land on column xs + t: only t ≡ 2 - xs (mod 5) count
             lo = max(0, 2 - xs)
@@ -106,7 +108,8 @@ def poly_rle(xy, k, h, w):
             hi = min(dx - 1, 5 * (w - 1) + 2 - xs)
             while t <= hi:
                 vmin = min(int(ys + s * t + 0.5), int(ys + s * (t + 1) + 0.5))
-                a[nb] = (xs + t - 2) // 5 * h + min(max(-((2 - vmin) // 5), 0), h)
+                column[nb] = (xs + t - 2) // 5
+                a[nb] = column[nb] * h + min(max(-((2 - vmin) // 5), 0), h)
                 nb += 1
                 t += 5
             t1 = 0 if flip else dx  # the last point visited
@@ -115,9 +118,9 @@ def poly_rle(xy, k, h, w):
             s = (xe - xs) / dy
             t0 = dy if flip else 0
             if j > 0:
-                p = _boundary_point(pu, pv, int(xs + s * t0 + 0.5), ys + t0, h, w)
+                p, at = _boundary_point(pu, pv, int(xs + s * t0 + 0.5), ys + t0, h, w)
                 if p >= 0:
-                    a[nb] = p
+                    a[nb], column[nb] = p, at
                     nb += 1
             # the column u(t) moves by at most 1 per step and monotonically: it steps from c to c ± 1 once for each
             # c between its ends; find that step for the sampled c by the line's equation, then exactly
@@ -130,13 +133,14 @@ def poly_rle(xy, k, h, w):
                     t += 1
                 while t > 0 and not _before_step(xs, s, t, c):
                     t -= 1
-                a[nb] = (c - 2) // 5 * h + min(max(-((2 - ys - t) // 5), 0), h)
+                column[nb] = (c - 2) // 5
+                a[nb] = column[nb] * h + min(max(-((2 - ys - t) // 5), 0), h)
                 nb += 1
                 c += 5
             t1 = 0 if flip else dy  # the last point visited
             pu, pv = int(xs + s * t1 + 0.5), ys + t1
     a[nb] = h * w
-    a = _sort_toggles(a, nb, h)
+    a = _sort_toggles(a, column, nb)
     prev = 0
     for j in range(nb + 1):
         a[j], prev = a[j] - prev, a[j]

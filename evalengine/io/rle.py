@@ -291,46 +291,58 @@ def first_bad_counts(counts, offsets, h, w) -> int:
                               np.asarray(h, np.int64), np.asarray(w, np.int64)))
 
 
+MALFORMED = -1  # :func:`runs_sum` of a string that is not a compressed RLE
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def runs_sum(data, p0, p1):
+    """The sum of the runs ``rleFrString`` decodes from ``data[p0:p1]`` (as :func:`_decode_kernel`, without keeping
+    them), or :data:`MALFORMED` where a character is outside ``0``…``o`` or the last one continues a value (C would
+    read past the string)."""
+    if p1 > p0 and data[p1 - 1] >= 80:  # 'P'..'o': the last value continues
+        return MALFORMED
+    total, before, last, m, x, k = np.int64(0), np.int64(0), np.int64(0), 0, np.int64(0), 0
+    for p in range(p0, p1):
+        if data[p] < 48 or data[p] > 111:
+            return MALFORMED
+        c = np.int64(data[p]) - 48
+        x |= (c & 0x1F) << min(5 * k, 63)
+        k += 1
+        if not c & 0x20:
+            if c & 0x10:
+                x |= np.int64(-1) << min(5 * k, 63)
+            if m > 2:
+                x += before
+            value = x & _U32
+            total, before, last, m, x, k = total + value, last, value, m + 1, np.int64(0), 0
+    return total
+
+
 @numba.njit(cache=True, nogil=True)
-def _first_bad_strings_kernel(data, bounds, h, w):
-    """:func:`first_bad_strings` in one pass, decoding as :func:`_decode_kernel` without keeping the runs."""
-    malformed, bad_sum = -1, -1
+def _runs_sums(data, bounds):
+    out = np.empty(bounds.size - 1, np.int64)
     for r in range(bounds.size - 1):
-        p0, p1 = bounds[r], bounds[r + 1]
-        if malformed < 0 and p1 > p0 and data[p1 - 1] >= 80:  # 'P'..'o': the last value continues
-            malformed = r
-        total, before, last, m, x, k = np.int64(0), np.int64(0), np.int64(0), 0, np.int64(0), 0
-        for p in range(p0, p1):
-            if data[p] < 48 or data[p] > 111:
-                if malformed < 0:
-                    malformed = r
-                break
-            c = np.int64(data[p]) - 48
-            x |= (c & 0x1F) << min(5 * k, 63)
-            k += 1
-            if not c & 0x20:
-                if c & 0x10:
-                    x |= np.int64(-1) << min(5 * k, 63)
-                if m > 2:
-                    x += before
-                value = x & _U32
-                total, before, last, m, x, k = total + value, last, value, m + 1, np.int64(0), 0
-        if bad_sum < 0 and total != h[r] * w[r]:
-            bad_sum = r
-        if malformed >= 0:
-            break
-    return malformed, bad_sum
+        out[r] = runs_sum(data, bounds[r], bounds[r + 1])
+    return out
+
+
+def first_bad_sums(sums, h, w) -> tuple:
+    """``(malformed, bad_sum)``: the first row whose :func:`runs_sum` is :data:`MALFORMED`, and the first whose runs
+    do not sum to ``h·w``, each -1 if none (with a malformed row, ``bad_sum`` is not looked for)."""
+    sums = np.asarray(sums, np.int64)
+    malformed = np.flatnonzero(sums == MALFORMED)
+    if len(malformed):
+        return int(malformed[0]), -1
+    bad = np.flatnonzero(sums != np.asarray(h, np.int64) * np.asarray(w, np.int64))
+    return -1, int(bad[0]) if len(bad) else -1
 
 
 def first_bad_strings(strings, h, w) -> tuple:
-    """``(malformed, bad_sum)``: the first compressed string with a character outside ``0``…``o`` or whose last
-    character continues a value (``rleFrString`` would read past it), and the first whose runs do not sum to ``h·w``
-    (:func:`first_bad_counts` of :func:`decode_strings`), each -1 if none; what is found after the first malformed
-    one is not looked at. The strings are not decoded into memory."""
+    """:func:`first_bad_sums` of compressed strings (a list or a pyarrow array): the strings are not decoded into
+    memory."""
     if len(strings) == 0:
         return -1, -1
-    malformed, bad_sum = _first_bad_strings_kernel(*_bytes(strings), np.asarray(h, np.int64), np.asarray(w, np.int64))
-    return int(malformed), int(bad_sum)
+    return first_bad_sums(_runs_sums(*_bytes(strings)), h, w)
 
 
 MAX_COORDINATE = 1e8  # |x|, |y| beyond: pycocotools' 32-bit ints overflow (and one segment would be 5e8 points)

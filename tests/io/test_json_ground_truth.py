@@ -181,8 +181,6 @@ HANDED_OVER = [
     '{"id": 2, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "segmentation": [1, 2, 3, 4, 5, 6]}',
     '{"id": 2, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "segmentation": {"size": [6, 5], '
     '"counts": "a\\"b"}}',
-    '{"id": 2, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "segmentation": {"size": [6, 5], '
-    '"counts": "zz"}}',
     '{"id": 2.5, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]}',
     '{"id": 2, "image_id": true, "category_id": 1, "bbox": [1, 2, 3, 4]}',
     '{"id": 123456789012345678901, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]}',
@@ -213,6 +211,8 @@ CHECKED = [  # read by the kernel; the checks that follow say what is wrong
     '"counts": [3, 4]}}',
     '{"id": 2, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "segmentation": {"size": [6, 5], '
     '"counts": "0P"}}',
+    '{"id": 2, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4], "segmentation": {"size": [6, 5], '
+    '"counts": "zz"}}',
 ]
 
 
