@@ -26,6 +26,7 @@ import polars as pl
 import pyarrow as pa
 
 from evalengine import schema
+from evalengine.arrow import arrow_array
 from evalengine.io.json_scan import list_sample, value_end
 from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segmentation
 from evalengine.io.json_values import (FALSE, NULL, TRUE, correctly_rounded, gather, literal, member, number, numbers_at,
@@ -278,7 +279,7 @@ def _segmentations(buf: np.ndarray, pieces: list) -> pl.Series | None:
 def _column(values: np.ndarray, given: np.ndarray, dtype) -> pl.Series:
     if given.all():
         return pl.Series(values, dtype=dtype)
-    return pl.from_arrow(pa.array(values, mask=~given)).cast(dtype)
+    return pl.from_arrow(arrow_array(values, given)).cast(dtype)
 
 
 def _strings(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:

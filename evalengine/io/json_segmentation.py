@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from evalengine.arrow import arrow_array
 from evalengine.io import json_values
 from evalengine.io.json_values import correctly_rounded, known_key, plain_end, room, space, string_end
 from evalengine.io.rle import reserve, runs_sum
@@ -238,18 +239,18 @@ def parsed_columns(form: np.ndarray, header: np.ndarray, chars: np.ndarray, char
     columns = {}
     part_offsets = np.concatenate([[0], part_ends]).astype(np.int64)
     row_parts = np.concatenate([[0], parts_end]).astype(np.int64)
-    sizes = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
-                                     pa.array(np.ascontiguousarray(header[:RUNS_SUM].T).reshape(-1)))
+    sizes = pa.ListArray.from_arrays(arrow_array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
+                                     arrow_array(header[:RUNS_SUM].T))
     for kind, name in COLUMNS.items():
         here = form == kind
-        mask = pa.array(~here)
+        mask = arrow_array(~here)
         if kind == POLYGONS:
-            parts = pa.ListArray.from_arrays(pa.array(part_offsets), pa.array(numbers, pa.float64()))
-            array = pa.LargeListArray.from_arrays(pa.array(row_parts), parts, mask=mask)
+            parts = pa.ListArray.from_arrays(arrow_array(part_offsets), arrow_array(numbers.astype(np.float64, copy=False)))
+            array = pa.LargeListArray.from_arrays(arrow_array(row_parts), parts, mask=mask)
         elif kind == COMPRESSED:
             bounds = np.concatenate([[0], chars_end]).astype(np.int64)
             counts = pa.LargeStringArray.from_buffers(n, pa.py_buffer(bounds), pa.py_buffer(chars))
-            array = pa.StructArray.from_arrays([sizes, counts, pa.array(header[RUNS_SUM])],
+            array = pa.StructArray.from_arrays([sizes, counts, arrow_array(header[RUNS_SUM])],
                                                names=["size", "counts", "runs_sum"], mask=mask)
         else:
             ends = part_offsets[row_parts[1:]]
@@ -257,7 +258,7 @@ def parsed_columns(form: np.ndarray, header: np.ndarray, chars: np.ndarray, char
             lengths = ends - starts
             offsets = np.concatenate([[0], np.cumsum(lengths)])
             taken = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-            counts = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(numbers[taken].astype(np.int64)))
+            counts = pa.LargeListArray.from_arrays(arrow_array(offsets), arrow_array(numbers[taken].astype(np.int64)))
             array = pa.StructArray.from_arrays([sizes, counts], names=["size", "counts"], mask=mask)
         columns[name] = pl.Series(name, array)
     return columns

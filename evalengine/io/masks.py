@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalengine import schema
+from evalengine.arrow import arrow_array
 from evalengine.errors import InputError
 from evalengine.io import rle
 from evalengine.io.json_segmentation import COLUMNS as PARSED, COMPRESSED, POLYGONS, UNCOMPRESSED
@@ -244,7 +245,7 @@ def _assembled(frame: pl.DataFrame, polygon: pl.DataFrame, parts: list) -> Masks
             done += len(rows)
         has = at >= 0
         strings = pa.concat_arrays([given.cast(pa.large_string()) for _, given in parts]).take(
-            pa.array(at, mask=~has))
+            arrow_array(at, has))
     shaped = pl.Series(has)
     columns = frame.select(
         pl.when(shaped).then(pl.col("_h")).alias("mask_h"),

@@ -21,7 +21,8 @@ from evalengine.geometry.boxes import xywh
 from evalengine.match.greedy_score import assign_by_score
 from evalengine.match.groups import block_chunks, merge_groups
 from evalengine.match.proposals import as_detections
-from evalengine.match.protocol import (Protocol, arrow_array, column_array, increasing, positive_integers,
+from evalengine.arrow import arrow_array
+from evalengine.match.protocol import (Protocol, column_array, increasing, positive_integers,
                                        real_numbers, take_rows, unit_thresholds)
 from evalengine.match.score_order import matching_order
 from evalengine.match.shapes import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,

@@ -25,7 +25,6 @@ from typing import ClassVar
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from evalengine.errors import ProtocolError
 from evalengine.store.paths import PROTOCOL_FILE
@@ -101,14 +100,6 @@ def take_rows(frame: pl.DataFrame, rows: np.ndarray) -> pl.DataFrame:
         plain = column.dtype.is_numeric() and not column.has_nulls()
         taken[name] = pl.Series(name, column.to_numpy()[rows], column.dtype) if plain else column.gather(rows)
     return pl.DataFrame(taken)
-
-
-def arrow_array(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
-    """A NumPy array's values, flattened, as an Arrow array (null where not ``valid``), built on its buffers:
-    ``pa.array`` of an ndarray imports pandas (~0.4 s of every process that matches)."""
-    values = np.ascontiguousarray(values).reshape(-1)
-    validity = None if valid is None else pa.py_buffer(np.packbits(valid.reshape(-1), bitorder="little"))
-    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [validity, pa.py_buffer(values)])
 
 
 def _values(name: str, values) -> tuple:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalengine import schema
+from evalengine.arrow import arrow_array
 from evalengine.errors import ProtocolError, StoreError
 from evalengine.geometry.boundary import boundaries
 from evalengine.geometry.boundary_pr import morph_precision_recall
@@ -104,7 +105,7 @@ def _masks(frame: pl.DataFrame, paired: np.ndarray, where: tuple, iou_type: str,
     _refuse(frame, frame.get_column("mask_rle").is_null().to_numpy(), where,
             f"has no 'segmentation', which iou_type '{iou_type}' needs")
     rows = np.flatnonzero(paired)
-    counts, offsets = rle.decode_strings(frame.get_column("mask_rle").to_arrow().take(pa.array(rows)))
+    counts, offsets = rle.decode_strings(frame.get_column("mask_rle").to_arrow().take(arrow_array(rows)))
     h, w = (frame.get_column(c).to_numpy()[rows].astype(np.int64) for c in ("mask_h", "mask_w"))
     n = frame.height
     span, box, area = np.zeros((n, 2), np.int64), np.zeros((n, 4)), np.zeros(n, np.int64)
