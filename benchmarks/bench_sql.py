@@ -73,7 +73,7 @@ def _final_recall(store) -> list:
 def _operating_points(store) -> list:
     from evalengine import api
 
-    points = api.voc.evaluate_thresholds(api.voc.lrp_protocol(), store.path).operating_points()
+    points = api.evaluate_thresholds(api.lrp_protocol(), store.path).operating_points()
     return [v for row in points.sort("category_id", "threshold", descending=[False, True])
             .select("n_tp", "n_fp", "lrp").rows() for v in row]
 
@@ -98,7 +98,7 @@ def _confusion(store) -> list:
 def _voc(store) -> list:
     from evalengine import api
 
-    table = api.voc.evaluate_store_voc(store).per_class("voc12")
+    table = api.evaluate_store_voc(store).per_class("voc12")
     return table.sort("category_id", "iou_threshold").get_column("ap").to_list()
 
 
@@ -127,7 +127,7 @@ def _borji_errors(store) -> list:
 def _lvis(store) -> list:
     from evalengine import api
 
-    return list(api.lvis.evaluate_store_lvis(store).results().values())
+    return list(api.evaluate_store_lvis(store).results().values())
 
 
 CASES = {  # name: (family, SQL, Python: a function of the store returning the numbers in the SQL's row order)

@@ -47,8 +47,6 @@ WITH params AS (
     SELECT *, '' AS stage FROM analyze_matches
 ), gt AS (
     SELECT *, '' AS stage FROM analyze_gt_matches
-), tables AS (
-    SELECT * FROM coco_tables(params)
 ), true_positives AS (
     SELECT s.table_id, s.category_id, s.area_index, s.thr_index, s.tp / g.n_gt AS recall,
            max(s.tp / (s.n_counted + 2.220446049250313e-16)) OVER (
@@ -60,7 +58,7 @@ WITH params AS (
 ), grid AS (
     SELECT t.table_id, t.protocol, t.run, k.category_id, a.area_index - 1 AS area_index, a.area_range,
            c.bit AS thr_index, c.curve, r.recall_threshold
-    FROM tables AS t
+    FROM coco_tables(params) AS t
     JOIN analyze_area_ranges AS a USING (protocol, run)
     JOIN analyze_curves AS c USING (protocol, run)
     JOIN (SELECT protocol, run, unnest(recall_thresholds) AS recall_threshold FROM analyze_protocols) AS r
