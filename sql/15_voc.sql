@@ -81,11 +81,13 @@ WITH params AS (
     SELECT b.table_id, t.protocol, t.run, t.thr_index, t.iou_threshold, k.category_id, coalesce(n.n_gt, 0) AS n_gt
     FROM voc_iou_thresholds AS t JOIN coco_tables(params) AS b USING (protocol, run) CROSS JOIN categories AS k
     LEFT JOIN npos AS n ON n.protocol = t.protocol AND n.run = t.run AND n.category_id = k.category_id
+), counted AS (
+    SELECT * FROM coco_counted(dt, params)
 ), true_positives AS (
-    SELECT s.table_id, s.category_id, s.thr_index, s.position, s.tp / g.n_gt AS recall, 1 / g.n_gt AS step,
+    SELECT s.table_id, s.category_id, s.thr_index, s.position, s.tp / g.n_gt AS recall,
            max(s.tp / s.n_counted) OVER (PARTITION BY s.table_id, s.category_id, s.thr_index ORDER BY s.position
                                          ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
-    FROM coco_steps(dt, params) AS s
+    FROM coco_steps(counted, params) AS s
     JOIN grid AS g USING (table_id, category_id, thr_index)
     WHERE s.is_tp AND g.n_gt > 0
 ), recalls AS (
