@@ -51,8 +51,8 @@ VIEW_GLOBS = {name: _visible(glob)
 READ_ONLY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
 OPT_IN = "--allow-external lifts this"
 # protocols whose evaluation keeps its AP table beside the match table (MatchedRun._keep_ap_table): COCO's
-# (sql/39_coco_ap_tables.sql), Borji's stages (sql/19_borji_ap_tables.sql)
-KEPT_AP_TABLES = ("coco", "borji")
+# (sql/39_coco_ap_tables.sql), Borji's stages (sql/19_borji_ap_tables.sql), analyze's curves (sql/18_analyze_ap_tables.sql)
+KEPT_AP_TABLES = ("coco", "borji", "analyze")
 
 
 def view_files() -> list:
