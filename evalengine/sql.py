@@ -50,6 +50,9 @@ VIEW_GLOBS = {name: _visible(glob)
 # as a SELECT statement, and runs the WITH clause's write
 READ_ONLY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
 OPT_IN = "--allow-external lifts this"
+# protocols whose evaluation keeps its AP table beside the match table (MatchedRun._keep_ap_table): COCO's
+# (sql/39_coco_ap_tables.sql), Borji's stages (sql/19_borji_ap_tables.sql), analyze's curves (sql/18_analyze_ap_tables.sql)
+KEPT_AP_TABLES = ("coco", "borji", "analyze")
 
 
 def view_files() -> list:
@@ -90,11 +93,13 @@ def path_variables(store_path) -> dict:
     for protocol in PROTOCOLS:
         finished = sorted(str(recorded.parent) for recorded in layout.root.glob(
             f"{MATCHES}/protocol={protocol.name}*/run=*/{PROTOCOL_FILE}") if recorded.parent.name[4:] in runs)
-        if protocol.name == "coco":  # the stored AP tables (sql/39_coco_ap_tables.sql); 'protocol/run' of the others
+        if protocol.name in KEPT_AP_TABLES:  # the stored AP tables; 'protocol/run' of the others
             stored = {folder: location(f"{folder}/{ACCUMULATION_FILE}").exists() for folder in finished}
-            variables["coco_ap_tables"] = [f"{folder}/{ACCUMULATION_FILE}" for folder in finished if stored[folder]]
-            variables["coco_ap_pending"] = ["/".join(level[level.index("=") + 1:] for level in folder.split("/")[-2:])
-                                            for folder in finished if not stored[folder]]
+            variables[f"{protocol.name}_ap_tables"] = [f"{folder}/{ACCUMULATION_FILE}" for folder in finished
+                                                       if stored[folder]]
+            variables[f"{protocol.name}_ap_pending"] = [
+                "/".join(level[level.index("=") + 1:] for level in folder.split("/")[-2:])
+                for folder in finished if not stored[folder]]
         variables[f"{protocol.name}_protocols"] = [f"{folder}/{PROTOCOL_FILE}" for folder in finished]
         for side in protocol.sides:
             name = f"{protocol.name}_{side}"

@@ -34,7 +34,8 @@ SELECT protocol, run, stage, use_cats, len(iou_thresholds) AS n_thresholds,
        row_number() OVER (ORDER BY protocol, run, stage) AS table_id
 FROM query_table(params);
 
--- coco_numbered_ious, coco_numbered_areas: the IoU thresholds and area ranges by table_id.
+-- coco_numbered_ious, coco_numbered_areas, coco_numbered_max_dets: the IoU thresholds, area ranges and caps by
+-- table_id (the macros below call these, not CTEs of their own: a macro cannot share a CTE with another).
 CREATE OR REPLACE MACRO coco_numbered_ious(params) AS TABLE
 SELECT t.table_id, i.thr_index, i.iou_threshold
 FROM coco_iou_thresholds(params) AS i JOIN coco_tables(params) AS t USING (protocol, run, stage);
@@ -42,6 +43,10 @@ FROM coco_iou_thresholds(params) AS i JOIN coco_tables(params) AS t USING (proto
 CREATE OR REPLACE MACRO coco_numbered_areas(params) AS TABLE
 SELECT t.table_id, a.area_index, a.area_range
 FROM coco_area_ranges(params) AS a JOIN coco_tables(params) AS t USING (protocol, run, stage);
+
+CREATE OR REPLACE MACRO coco_numbered_max_dets(params) AS TABLE
+SELECT t.table_id, d.max_dets
+FROM coco_max_dets(params) AS d JOIN coco_tables(params) AS t USING (protocol, run, stage);
 
 -- coco_regular_gt: ground truths that count (pycocotools' npig) per (match table, category, area range); category_id
 -- is -1 when the protocol pools categories (use_cats false).
@@ -58,81 +63,87 @@ GROUP BY ALL;
 -- ignored at every IoU threshold (they count nowhere), with tp_bits and ignored_bits of that area range and the
 -- running count of the detections ignored at no threshold (n_counted_everywhere). Recall rises only at a true
 -- positive and every detection counts in tp + fp, so a detection's point on a curve is made of that count and of the
--- few rows that are true positives or ignored at some thresholds only: last_step is the position of the last such
--- row up to this one (coco_steps).
+-- few rows that are true positives or ignored at some thresholds only (the steps, coco_steps): n_steps is the number
+-- of steps up to this row, the step whose counts it takes. Both running counts are one window sum (n_steps in the
+-- high 32 bits), one sort of the rows for the two.
 CREATE OR REPLACE MACRO coco_counted(dt, params) AS TABLE
-WITH tables AS (
-    SELECT * FROM coco_tables(params)
-), ordered AS (
+WITH ordered AS (
     SELECT t.table_id, t.n_thresholds, CASE WHEN t.use_cats THEN m.category_id ELSE -1 END AS category_id,
            m.image_id, m.dt_rank, m.score, m.tp_bits, m.ignored_bits,
            row_number() OVER (PARTITION BY t.table_id, CASE WHEN t.use_cats THEN m.category_id ELSE -1 END
                               ORDER BY m.score DESC, m.image_id, m.dt_rank) AS position
     FROM query_table(dt) AS m
-    JOIN tables AS t USING (protocol, run, stage)
+    JOIN coco_tables(params) AS t USING (protocol, run, stage)
 ), capped AS (
     SELECT o.table_id, o.category_id, a.area_index, d.max_dets, o.position, o.image_id, o.dt_rank, o.score,
            o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits
     FROM ordered AS o
-    JOIN (SELECT t.table_id, a.area_index FROM coco_area_ranges(params) AS a JOIN tables AS t USING (protocol, run, stage))
-      AS a USING (table_id)
-    JOIN (SELECT t.table_id, d.max_dets FROM coco_max_dets(params) AS d JOIN tables AS t USING (protocol, run, stage))
-      AS d USING (table_id)
+    JOIN coco_numbered_areas(params) AS a USING (table_id)
+    JOIN coco_numbered_max_dets(params) AS d USING (table_id)
     WHERE o.dt_rank < d.max_dets AND bit_count(o.ignored_bits[a.area_index + 1]) < o.n_thresholds
 )
-SELECT *, sum((ignored_bits = 0)::BIGINT) OVER w AS n_counted_everywhere,
-       max(CASE WHEN tp_bits <> 0 OR ignored_bits <> 0 THEN position END) OVER w AS last_step
-FROM capped
-WINDOW w AS (PARTITION BY table_id, category_id, area_index, max_dets ORDER BY position ROWS UNBOUNDED PRECEDING);
+SELECT * EXCLUDE (counts), counts & 4294967295 AS n_counted_everywhere, counts >> 32 AS n_steps
+FROM (SELECT *, sum((ignored_bits = 0)::BIGINT + ((tp_bits <> 0 OR ignored_bits <> 0)::BIGINT << 32)) OVER w AS counts
+      FROM capped
+      WINDOW w AS (PARTITION BY table_id, category_id, area_index, max_dets ORDER BY position ROWS UNBOUNDED PRECEDING));
 
--- coco_steps: the rows of coco_counted that are true positives or ignored at some thresholds only, at every IoU
--- threshold: is_tp, and the running counts up to them of true positives (tp) and of the detections counted in
--- tp + fp (n_counted: those ignored nowhere, and n_partly_counted, those of these rows not ignored at this threshold).
-CREATE OR REPLACE MACRO coco_steps(dt, params) AS TABLE
-SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.position,
-       (c.tp_bits >> t.thr_index) & 1 = 1 AS is_tp,
-       sum(((c.tp_bits >> t.thr_index) & 1)::BIGINT) OVER w AS tp,
-       sum((c.ignored_bits <> 0 AND (c.ignored_bits >> t.thr_index) & 1 = 0)::BIGINT) OVER w AS n_partly_counted,
-       c.n_counted_everywhere + n_partly_counted AS n_counted
-FROM coco_counted(dt, params) AS c
-JOIN (SELECT t.table_id, i.thr_index FROM coco_iou_thresholds(params) AS i
-      JOIN coco_tables(params) AS t USING (protocol, run, stage)) AS t USING (table_id)
-WHERE c.tp_bits <> 0 OR c.ignored_bits <> 0
-WINDOW w AS (PARTITION BY c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index ORDER BY c.position
-             ROWS UNBOUNDED PRECEDING);
+-- coco_steps: the rows of coco_counted (its result `counted`, e.g. a CTE over the macro) that are true positives or
+-- ignored at some thresholds only, at every IoU threshold: is_tp, and the running counts up to them of true positives
+-- (tp) and of the detections counted in tp + fp (n_counted: those ignored nowhere, and n_partly_counted, those of
+-- these rows not ignored at this threshold; one window sum for the two, tp in the high 32 bits). The bits are shifted
+-- as UBIGINT (a BIGINT shift would widen them to HUGEINT).
+CREATE OR REPLACE MACRO coco_steps(counted, params) AS TABLE
+SELECT table_id, category_id, area_index, max_dets, thr_index, position, n_steps, is_tp, counts >> 32 AS tp,
+       counts & 4294967295 AS n_partly_counted, n_counted_everywhere + n_partly_counted AS n_counted
+FROM (SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.position, c.n_steps,
+             c.n_counted_everywhere, (c.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp,
+             sum((((c.tp_bits >> t.thr_index::UBIGINT) & 1) << 32)::BIGINT
+                 + (c.ignored_bits <> 0 AND (c.ignored_bits >> t.thr_index::UBIGINT) & 1 = 0)::BIGINT) OVER (
+                 PARTITION BY c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index ORDER BY c.position
+                 ROWS UNBOUNDED PRECEDING) AS counts
+      FROM query_table(counted) AS c
+      JOIN coco_numbered_ious(params) AS t USING (table_id)
+      WHERE c.tp_bits <> 0 OR c.ignored_bits <> 0);
 
 -- coco_pr_curve: the precision-recall curve, one point per counted detection, per (match table, category, IoU
 -- threshold, area range, max dets), in pycocotools' order (score descending, image id, rank in image).
 -- precision = tp / (tp + fp + eps), eps = 2^-52 as numpy.spacing(1); ignored detections are left out. A point's
--- counts are those of the last step up to it (coco_steps; none: no true positive, every detection before it counted).
+-- counts are those of the last step up to it (coco_steps, their counts at every IoU threshold gathered in a list sorted
+-- by threshold, joined once per detection, area range and cap; none: no true positive, every detection before it
+-- counted), then taken per threshold.
 CREATE OR REPLACE MACRO coco_pr_curve(dt, gt, params) AS TABLE
-WITH tables AS (
-    SELECT * FROM coco_tables(params)
-), ious AS (
-    SELECT * FROM coco_numbered_ious(params)
-), areas AS (
-    SELECT * FROM coco_numbered_areas(params)
+WITH counted AS MATERIALIZED (
+    SELECT * FROM coco_counted(dt, params)
+), step_counts AS (
+    SELECT table_id, category_id, area_index, max_dets, n_steps,
+           list_sort(list({'thr_index': thr_index, 'tp': tp, 'n_partly_counted': n_partly_counted})) AS counts
+    FROM coco_steps(counted, params)
+    GROUP BY ALL
 ), points AS (
-    SELECT c.table_id, c.category_id, c.area_index, t.thr_index, c.max_dets, c.score, c.image_id, c.dt_rank, c.position,
-           (c.tp_bits >> t.thr_index) & 1 = 1 AS is_tp, coalesce(s.tp, 0) AS tp,
-           c.n_counted_everywhere + coalesce(s.n_partly_counted, 0) AS n_counted
-    FROM coco_counted(dt, params) AS c
-    JOIN ious AS t USING (table_id)
-    LEFT JOIN coco_steps(dt, params) AS s
+    SELECT b.protocol, b.run, b.stage, c.category_id, a.area_range, c.max_dets, c.score, c.image_id, c.dt_rank,
+           c.table_id, c.area_index, c.tp_bits, c.ignored_bits, c.n_counted_everywhere, g.n_gt, s.counts
+    FROM counted AS c
+    JOIN coco_regular_gt(gt, params) AS g USING (table_id, category_id, area_index)
+    JOIN coco_tables(params) AS b USING (table_id)
+    JOIN coco_numbered_areas(params) AS a USING (table_id, area_index)
+    LEFT JOIN step_counts AS s
       ON s.table_id = c.table_id AND s.category_id = c.category_id AND s.area_index = c.area_index
-     AND s.max_dets = c.max_dets AND s.thr_index = t.thr_index AND s.position = c.last_step
-    WHERE (c.ignored_bits >> t.thr_index) & 1 = 0
+     AND s.max_dets = c.max_dets AND s.n_steps = c.n_steps
+    WHERE g.n_gt > 0
+), thresholds AS (
+    SELECT p.protocol, p.run, p.stage, p.category_id, t.iou_threshold, p.area_range, p.max_dets, p.score, p.image_id,
+           p.dt_rank, (p.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp,
+           coalesce(p.counts[t.thr_index + 1].tp, 0) AS tp,
+           p.n_counted_everywhere + coalesce(p.counts[t.thr_index + 1].n_partly_counted, 0) AS n_counted, p.n_gt,
+           p.area_index, t.thr_index
+    FROM points AS p
+    JOIN coco_numbered_ious(params) AS t USING (table_id)
+    WHERE (p.ignored_bits >> t.thr_index::UBIGINT) & 1 = 0
 )
-SELECT b.protocol, b.run, b.stage, p.category_id, t.iou_threshold, a.area_range, p.max_dets, p.score, p.image_id,
-       p.dt_rank, p.is_tp, p.tp, p.n_counted - p.tp AS fp, g.n_gt, p.area_index, p.thr_index,
-       p.tp / g.n_gt AS recall,
-       p.tp / (p.n_counted + 2.220446049250313e-16) AS precision
-FROM points AS p
-JOIN coco_regular_gt(gt, params) AS g USING (table_id, category_id, area_index)
-JOIN tables AS b USING (table_id)
-JOIN ious AS t USING (table_id, thr_index)
-JOIN areas AS a USING (table_id, area_index)
-WHERE g.n_gt > 0;
+SELECT protocol, run, stage, category_id, iou_threshold, area_range, max_dets, score, image_id, dt_rank, is_tp, tp,
+       n_counted - tp AS fp, n_gt, area_index, thr_index, tp / n_gt AS recall,
+       tp / (n_counted + 2.220446049250313e-16) AS precision
+FROM thresholds;
 
 -- coco_ap: COCO 101-point AP and final recall per (match table, category, IoU threshold, area range, max dets), -1
 -- where the category has no regular ground truth (pycocotools' precision/recall). pycocotools samples its right-to-left
@@ -142,33 +153,28 @@ WHERE g.n_gt > 0;
 -- true positives from it on, and it is sampled by the thresholds above the previous true positive's recall, up to its
 -- own (counted with an ASOF join on the sorted thresholds).
 CREATE OR REPLACE MACRO coco_ap(dt, gt, params) AS TABLE
-WITH tables AS (
-    SELECT * FROM coco_tables(params)
-), ious AS (
-    SELECT * FROM coco_numbered_ious(params)
-), areas AS (
-    SELECT * FROM coco_numbered_areas(params)
-), grid AS (
+WITH grid AS (
     SELECT t.table_id, t.protocol, t.run, t.stage, k.category_id, i.thr_index, i.iou_threshold, a.area_index,
            a.area_range, d.max_dets
-    FROM tables AS t
+    FROM coco_tables(params) AS t
     JOIN (SELECT category_id FROM categories UNION ALL SELECT -1) AS k ON (k.category_id = -1) = NOT t.use_cats
-    JOIN ious AS i USING (table_id)
-    JOIN areas AS a USING (table_id)
-    JOIN (SELECT t.table_id, d.max_dets FROM coco_max_dets(params) AS d JOIN tables AS t USING (protocol, run, stage))
-      AS d USING (table_id)
+    JOIN coco_numbered_ious(params) AS i USING (table_id)
+    JOIN coco_numbered_areas(params) AS a USING (table_id)
+    JOIN coco_numbered_max_dets(params) AS d USING (table_id)
 ), thresholds AS (
     SELECT t.table_id, r.recall_threshold, r.n_recall_thresholds,
            row_number() OVER (PARTITION BY t.table_id ORDER BY r.recall_threshold) AS n_reached
-    FROM coco_recall_thresholds(params) AS r JOIN tables AS t USING (protocol, run, stage)
+    FROM coco_recall_thresholds(params) AS r JOIN coco_tables(params) AS t USING (protocol, run, stage)
 ), n_gt AS (
     SELECT * FROM coco_regular_gt(gt, params)
+), counted AS (
+    SELECT * FROM coco_counted(dt, params)
 ), true_positives AS (
     SELECT s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets, s.position, s.tp / g.n_gt AS recall,
            max(s.tp / (s.n_counted + 2.220446049250313e-16)) OVER (
                PARTITION BY s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets
                ORDER BY s.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
-    FROM coco_steps(dt, params) AS s
+    FROM coco_steps(counted, params) AS s
     JOIN n_gt AS g USING (table_id, category_id, area_index)
     WHERE s.is_tp AND g.n_gt > 0
 ), sampled AS (

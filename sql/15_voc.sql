@@ -54,40 +54,61 @@ LEFT JOIN npos AS n USING (protocol, run, category_id);
 -- voc_ap: per (protocol, run, class, IoU threshold) the VOC2007 11-point AP (ap_voc07: the best precision at recall
 -- >= t for t in numpy's arange(0, 1.1, 0.1), whose floats are kept), the VOC2010+ all-point AP (ap_voc12: the
 -- right-to-left precision envelope summed over the recall steps), TP, FP and the non-difficult ground truths;
--- AP -1 for a class without non-difficult ground truth.
+-- AP -1 for a class without non-difficult ground truth. Recall rises only at a true positive, by 1 / n_gt, and the
+-- envelope there is the best precision tp / (tp + fp) of the true positives from it on (a false positive's is below
+-- that of the true positive before it), so only the true positives are read: the steps of the COCO accumulation
+-- (coco_steps of 09_coco_accumulation.sql, one area range, no cap; the devkit's order, score descending then det_id,
+-- is its order keys (image_id, dt_rank) set to (0, det_id)). voc07 samples the envelope at the first true positive
+-- reaching each of the 11 recalls (counted with an ASOF join on them, as coco_ap does).
 CREATE OR REPLACE VIEW voc_ap AS
-WITH npos AS (
+WITH params AS (
+    SELECT protocol, run, '' AS stage, TRUE AS use_cats, iou_thresholds,
+           [{'label': 'all', 'lo': 0.0, 'hi': 'inf'::DOUBLE}] AS area_ranges, [9223372036854775807] AS max_dets
+    FROM voc_protocols
+), dt AS (
+    SELECT protocol, run, '' AS stage, category_id, 0 AS image_id, det_id AS dt_rank, score, tp_bits, ignored_bits
+    FROM voc_matches
+), npos AS (
     SELECT protocol, run, category_id, count(*) FILTER (WHERE ignored_bits & 1 = 0) AS n_gt
     FROM voc_gt_matches GROUP BY ALL
+), counts AS (
+    SELECT m.protocol, m.run, m.category_id, t.thr_index,
+           count(*) FILTER (WHERE (m.tp_bits[1] >> t.thr_index) & 1 = 1) AS tp,
+           count(*) FILTER (WHERE ((m.tp_bits[1] | m.ignored_bits[1]) >> t.thr_index) & 1 = 0) AS fp
+    FROM voc_matches AS m JOIN voc_iou_thresholds AS t USING (protocol, run)
+    GROUP BY ALL
 ), grid AS (
-    SELECT t.protocol, t.run, t.thr_index, t.iou_threshold, k.category_id, coalesce(n.n_gt, 0) AS n_gt
-    FROM voc_iou_thresholds AS t CROSS JOIN categories AS k
+    SELECT b.table_id, t.protocol, t.run, t.thr_index, t.iou_threshold, k.category_id, coalesce(n.n_gt, 0) AS n_gt
+    FROM voc_iou_thresholds AS t JOIN coco_tables(params) AS b USING (protocol, run) CROSS JOIN categories AS k
     LEFT JOIN npos AS n ON n.protocol = t.protocol AND n.run = t.run AND n.category_id = k.category_id
-), enveloped AS (
-    SELECT *, max(precision) OVER (PARTITION BY protocol, run, category_id, thr_index ORDER BY score DESC, det_id
-                                   ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope,
-           coalesce(lag(recall) OVER (PARTITION BY protocol, run, category_id, thr_index ORDER BY score DESC, det_id),
-                    0) AS previous_recall
-    FROM voc_pr_curve
+), counted AS (
+    SELECT * FROM coco_counted(dt, params)
+), true_positives AS (
+    SELECT s.table_id, s.category_id, s.thr_index, s.position, s.tp / g.n_gt AS recall,
+           max(s.tp / s.n_counted) OVER (PARTITION BY s.table_id, s.category_id, s.thr_index ORDER BY s.position
+                                         ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
+    FROM coco_steps(counted, params) AS s
+    JOIN grid AS g USING (table_id, category_id, thr_index)
+    WHERE s.is_tp AND g.n_gt > 0
+), recalls AS (
+    SELECT t, row_number() OVER (ORDER BY t) AS n_reached
+    FROM (SELECT unnest(['0', '0.1', '0.2', '0.30000000000000004', '0.4', '0.5', '0.6000000000000001',
+                         '0.7000000000000001', '0.8', '0.9', '1.0']::DOUBLE[]) AS t)
+), sampled AS (
+    SELECT p.*, coalesce(r.n_reached, 0) AS n_reached
+    FROM true_positives AS p ASOF LEFT JOIN recalls AS r ON p.recall >= r.t
 ), points AS (
-    SELECT protocol, run, category_id, thr_index,
-           sum(CASE WHEN recall <> previous_recall THEN (recall - previous_recall) * envelope ELSE 0 END) AS ap_voc12,
-           count(*) FILTER (WHERE is_tp) AS tp, count(*) FILTER (WHERE NOT is_tp) AS fp
-    FROM enveloped GROUP BY ALL
-), eleven AS (
-    SELECT e.protocol, e.run, e.category_id, e.thr_index, sum(e.best) / 11 AS ap_voc07
-    FROM (SELECT c.protocol, c.run, c.category_id, c.thr_index, r.t, max(c.precision) AS best
-          FROM voc_pr_curve AS c
-          JOIN (SELECT unnest(['0', '0.1', '0.2', '0.30000000000000004', '0.4', '0.5', '0.6000000000000001',
-                               '0.7000000000000001', '0.8', '0.9', '1.0']::DOUBLE[]) AS t) AS r
-            ON c.recall >= r.t
-          GROUP BY ALL) AS e
+    SELECT table_id, category_id, thr_index,
+           sum((recall - coalesce(previous_recall, 0)) * envelope) AS ap_voc12,
+           sum(envelope * (n_reached - coalesce(previous_reached, 0))) / 11 AS ap_voc07
+    FROM (SELECT *, lag(recall) OVER w AS previous_recall, lag(n_reached) OVER w AS previous_reached
+          FROM sampled WINDOW w AS (PARTITION BY table_id, category_id, thr_index ORDER BY position))
     GROUP BY ALL
 )
 SELECT g.protocol, g.run, g.category_id, g.iou_threshold,
-       CASE WHEN g.n_gt = 0 THEN -1 ELSE coalesce(e.ap_voc07, 0) END AS ap_voc07,
+       CASE WHEN g.n_gt = 0 THEN -1 ELSE coalesce(p.ap_voc07, 0) END AS ap_voc07,
        CASE WHEN g.n_gt = 0 THEN -1 ELSE coalesce(p.ap_voc12, 0) END AS ap_voc12,
-       coalesce(p.tp, 0) AS tp, coalesce(p.fp, 0) AS fp, g.n_gt
+       coalesce(c.tp, 0) AS tp, coalesce(c.fp, 0) AS fp, g.n_gt
 FROM grid AS g
-LEFT JOIN points AS p USING (protocol, run, category_id, thr_index)
-LEFT JOIN eleven AS e USING (protocol, run, category_id, thr_index);
+LEFT JOIN points AS p USING (table_id, category_id, thr_index)
+LEFT JOIN counts AS c USING (protocol, run, category_id, thr_index);

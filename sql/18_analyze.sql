@@ -47,20 +47,20 @@ WITH params AS (
     SELECT *, '' AS stage FROM analyze_matches
 ), gt AS (
     SELECT *, '' AS stage FROM analyze_gt_matches
-), tables AS (
-    SELECT * FROM coco_tables(params)
+), counted AS (
+    SELECT * FROM coco_counted(dt, params)
 ), true_positives AS (
     SELECT s.table_id, s.category_id, s.area_index, s.thr_index, s.tp / g.n_gt AS recall,
            max(s.tp / (s.n_counted + 2.220446049250313e-16)) OVER (
                PARTITION BY s.table_id, s.category_id, s.area_index, s.thr_index
                ORDER BY s.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
-    FROM coco_steps(dt, params) AS s
+    FROM coco_steps(counted, params) AS s
     JOIN coco_regular_gt(gt, params) AS g USING (table_id, category_id, area_index)
     WHERE s.is_tp AND g.n_gt > 0
 ), grid AS (
     SELECT t.table_id, t.protocol, t.run, k.category_id, a.area_index - 1 AS area_index, a.area_range,
            c.bit AS thr_index, c.curve, r.recall_threshold
-    FROM tables AS t
+    FROM coco_tables(params) AS t
     JOIN analyze_area_ranges AS a USING (protocol, run)
     JOIN analyze_curves AS c USING (protocol, run)
     JOIN (SELECT protocol, run, unnest(recall_thresholds) AS recall_threshold FROM analyze_protocols) AS r
@@ -81,11 +81,28 @@ FROM matched WHERE curve = 'Oth'
 UNION ALL
 SELECT protocol, run, category_id, area_range, 'FN', recall_threshold, 1.0 FROM matched WHERE curve = 'Oth';
 
--- analyze_ap: each curve's AP (the mean of its precision over the recall thresholds) per category and area range.
+-- analyze_ap_tables: each curve's AP per category and area range as the Python analysis computed it (the rows of
+-- AnalyzeEvaluation.ap_table(), accumulation.parquet beside the match table, written with the parameters its
+-- protocol.json records; 18_analyze_ap_tables.sql reads them); none until then. analyze_ap_pending: 'protocol/run' of
+-- the match tables without one.
+CREATE OR REPLACE VIEW analyze_ap_tables AS
+SELECT NULL::VARCHAR AS protocol, NULL::VARCHAR AS run, NULL::BIGINT AS category_id, NULL::VARCHAR AS area_range,
+       NULL::VARCHAR AS curve, NULL::DOUBLE AS ap
+WHERE false;
+
+-- analyze_ap: each curve's AP (the mean of its precision over the recall thresholds) per category and area range:
+-- the stored tables (analyze_ap_tables), else the mean of analyze_precision (the same numbers, computed in SQL).
 CREATE OR REPLACE VIEW analyze_ap AS
-SELECT p.protocol, p.run, p.category_id, c.name, c.supercategory, p.area_range, p.curve, avg(p.precision) AS ap
-FROM analyze_precision AS p LEFT JOIN categories AS c USING (category_id)
-GROUP BY ALL;
+WITH ap AS (
+    SELECT protocol, run, category_id, area_range, curve, ap FROM analyze_ap_tables
+    UNION ALL
+    SELECT protocol, run, category_id, area_range, curve, avg(precision) AS ap
+    FROM analyze_precision
+    WHERE list_contains(getvariable('analyze_ap_pending'), protocol || '/' || run)
+    GROUP BY ALL
+)
+SELECT a.protocol, a.run, a.category_id, c.name, c.supercategory, a.area_range, a.curve, a.ap
+FROM ap AS a LEFT JOIN categories AS c USING (category_id);
 
 -- analyze_summary: the means over every category ('overall', categories without ground truth counting 0) and over
 -- the categories of each supercategory ('supercategory').

@@ -42,12 +42,32 @@ SELECT protocol, run, borji_stage(code) AS stage,
        accumulation.max_dets AS max_dets, accumulation.recall_thresholds AS recall_thresholds
 FROM read_json(getvariable('borji_protocols'), hive_partitioning = true), range(6) AS r(code);
 
+-- borji_ap_tables: each stage's AP table as the Python accumulation computed it when the diagnosis ran (the rows of
+-- BorjiEvaluation.ap_table(), accumulation.parquet beside the match table, written with the parameters its
+-- protocol.json records; 19_borji_ap_tables.sql reads them); none until then. borji_ap_pending: 'protocol/run' of the
+-- match tables without one.
+CREATE OR REPLACE VIEW borji_ap_tables AS
+SELECT NULL::VARCHAR AS protocol, NULL::VARCHAR AS run, NULL::VARCHAR AS stage, NULL::BIGINT AS category_id,
+       NULL::DOUBLE AS iou_threshold, NULL::VARCHAR AS area_range, NULL::BIGINT AS max_dets, NULL::DOUBLE AS ap,
+       NULL::DOUBLE AS recall
+WHERE false;
+
 -- borji_stage_ap: each stage's COCO AP and recall per (protocol, run, stage, category, IoU threshold, area range,
--- max dets), the columns of `ap_by_protocol`; borji_stage_summary: pycocotools' 12 numbers of each stage (the paper's
--- Table 3 is its AP and AP50 rows). Both by the COCO accumulation macros (09_coco_accumulation.sql) over the stage
--- match tables.
+-- max dets), the columns of `ap_by_protocol`: the stored AP tables (borji_ap_tables), else the COCO accumulation
+-- macros (09_coco_accumulation.sql) over the stage match tables (the same numbers, computed in SQL);
+-- borji_stage_summary: pycocotools' 12 numbers of each stage (the paper's Table 3 is its AP and AP50 rows).
 CREATE OR REPLACE VIEW borji_stage_ap AS
-SELECT * FROM coco_ap(borji_stage_matches, borji_stage_gt_matches, borji_stage_protocols);
+WITH pending_protocols AS (
+    SELECT * FROM borji_stage_protocols WHERE list_contains(getvariable('borji_ap_pending'), protocol || '/' || run)
+), pending_matches AS (
+    SELECT * FROM borji_stage_matches WHERE list_contains(getvariable('borji_ap_pending'), protocol || '/' || run)
+), pending_gt_matches AS (
+    SELECT * FROM borji_stage_gt_matches WHERE list_contains(getvariable('borji_ap_pending'), protocol || '/' || run)
+)
+SELECT protocol, run, stage, category_id, iou_threshold, area_range, max_dets, ap, recall FROM borji_ap_tables
+UNION ALL
+SELECT protocol, run, stage, category_id, iou_threshold, area_range, max_dets, ap, recall
+FROM coco_ap(pending_matches, pending_gt_matches, pending_protocols);
 
 CREATE OR REPLACE VIEW borji_stage_summary AS
 SELECT * EXCLUDE (iou_type) FROM coco_summary_of(borji_stage_ap, borji_stage_protocols);

@@ -5,9 +5,11 @@
 from dataclasses import dataclass
 from functools import cached_property
 
+import polars as pl
+
 from evalengine.engine.planner import match
 from evalengine.evaluation.run import MatchedRun
-from evalengine.match.analyze import AnalyzeProtocol
+from evalengine.match.analyze import CURVES, AnalyzeProtocol
 from evalengine.metrics.errors.analyze import AnalyzeResult, analyze_curves
 from evalengine.store.layout import StoreLayout
 
@@ -21,8 +23,22 @@ class AnalyzeEvaluation(MatchedRun):
 
     @cached_property
     def result(self) -> AnalyzeResult:
+        """The curves; their AP per category, area range and curve (:meth:`ap_table`) kept beside the match table for
+        the SQL view ``analyze_ap`` (:meth:`MatchedRun._keep_ap_table`)."""
         categories = self.layout.read("categories", ["category_id", "name", "supercategory"])
-        return analyze_curves(self.dt_matches(), self.gt_matches(), categories, self.protocol)
+        result = analyze_curves(self.dt_matches(), self.gt_matches(), categories, self.protocol)
+        self._keep_ap_table(lambda: _ap_table(result))
+        return result
+
+    def ap_table(self) -> pl.DataFrame:
+        """``category_id, area_range, curve, ap``: each curve's AP per category and area range (the rows of the SQL
+        view ``analyze_ap``)."""
+        return _ap_table(self.result)
+
+
+def _ap_table(result: AnalyzeResult) -> pl.DataFrame:
+    return (result.ap_frame("category").select("category_id", "area_range", *CURVES)
+            .unpivot(index=["category_id", "area_range"], on=list(CURVES), variable_name="curve", value_name="ap"))
 
 
 def analyze_run(layout: StoreLayout, run: str, protocol: AnalyzeProtocol | None = None,

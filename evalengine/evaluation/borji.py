@@ -35,9 +35,16 @@ class BorjiEvaluation(MatchedRun):
                                                           self.protocol.coco)
         return self._cache[stage]
 
+    def accumulations(self) -> dict:
+        """``{stage: Accumulation}`` of every stage; once all are computed, their AP tables (:meth:`ap_table`) are
+        kept beside the match table for the SQL view ``borji_stage_ap`` (:meth:`MatchedRun._keep_ap_table`)."""
+        accumulations = {stage: self.accumulate(stage) for stage in borji.TABLE_STAGES}
+        self._keep_ap_table(lambda: _stage_ap_table(accumulations))
+        return accumulations
+
     def summary(self) -> pl.DataFrame:
         """``stage, metric, value``: pycocotools' 12-number summary of every stage (AP … ARl)."""
-        return borji.stage_summary({stage: self.accumulate(stage) for stage in borji.TABLE_STAGES})
+        return borji.stage_summary(self.accumulations())
 
     def table(self, metrics=("AP", "AP50")) -> pl.DataFrame:
         """The paper's Table 3: a row per metric (AP@[.50:.95], AP50, …), a column per stage (S0 = "mAP" … S4 =
@@ -47,8 +54,7 @@ class BorjiEvaluation(MatchedRun):
     def ap_table(self) -> pl.DataFrame:
         """``stage`` and :func:`evalengine.metrics.ap.ap_table`'s rows (per category, IoU threshold, area range,
         max dets) of every stage."""
-        return pl.concat([ap_table(self.accumulate(stage)).select(pl.lit(stage).alias("stage"), pl.all())
-                          for stage in borji.TABLE_STAGES])
+        return _stage_ap_table(self.accumulations())
 
     def detections(self) -> pl.LazyFrame:
         """The detection labels with their names (``tp``, ``cls_bg``, ``loc``, ``dup``, ``ignored``)."""
@@ -89,6 +95,11 @@ class BorjiEvaluation(MatchedRun):
                        for area in errors.get_column("area_range").unique(maintain_order=True)},
             "labels": self.label_counts(),
         }
+
+
+def _stage_ap_table(accumulations: dict) -> pl.DataFrame:
+    return pl.concat([ap_table(acc).select(pl.lit(stage).alias("stage"), pl.all())
+                      for stage, acc in accumulations.items()])
 
 
 def diagnose_borji(layout: StoreLayout, run: str, protocol: BorjiProtocol | None = None,

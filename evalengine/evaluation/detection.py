@@ -1,7 +1,6 @@
 """A detection run matched under the COCO protocol: every COCO metric as a query over its match table, for the
 whole run or a slice of it (pycocotools ``params.imgIds`` / ``params.catIds``)."""
 
-import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -14,9 +13,6 @@ from evalengine.match.coco import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
-from evalengine.store.commit import replace_file
-from evalengine.store.lock import writing
-from evalengine.store.paths import ACCUMULATION_FILE, PROTOCOL_FILE
 
 
 @dataclass(frozen=True, repr=False)
@@ -55,24 +51,10 @@ class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
         return ap_metrics.ap_table(self.accumulate())
 
     def _store_ap_table(self, acc: ap_metrics.Accumulation) -> None:
-        """Write the whole run's :func:`~evalengine.metrics.ap.ap_table` beside its match table
-        (``accumulation.parquet``) once, under the store's write lock: the SQL views ``ap`` and ``coco_summary`` read it
-        (``sql/39_coco_ap_tables.sql``). Only when this protocol's accumulation parameters are the ones its
-        ``protocol.json`` records (the views accumulate with those); a match table made again replaces its folder, and
-        this file with it. A store this process cannot write keeps none (the views then accumulate in SQL)."""
-        if not self.layout.persistent:  # a store in memory: no SQL view reads it
-            return
-        target = self.matches_dir / ACCUMULATION_FILE
-        if self.image_subset is not None or self.category_subset is not None or target.exists():
-            return
-        try:
-            with writing(self.layout.root):
-                recorded = json.loads((self.matches_dir / PROTOCOL_FILE).read_text())
-                described = json.loads(json.dumps(self.protocol.description()))
-                if not target.exists() and {key: recorded.get(key) for key in described} == described:
-                    replace_file(target, ap_metrics.ap_table(acc).write_parquet)
-        except PermissionError:
-            return
+        """The whole run's :func:`~evalengine.metrics.ap.ap_table` kept for the SQL views (:meth:`_keep_ap_table`);
+        a slice keeps none."""
+        if self.image_subset is None and self.category_subset is None:
+            self._keep_ap_table(lambda: ap_metrics.ap_table(acc))
 
     def precision_recall(self) -> pl.DataFrame:
         """Interpolated precision and score at every recall threshold (pycocotools ``eval['precision']``)."""

@@ -1,11 +1,15 @@
 """What every evaluation of a stored run is: the store, the run, the protocol it was matched under and the folder of
 its match table (``dt`` / ``gt`` shard tables); each family's evaluation adds its metrics as queries over them."""
 
+import json
 from dataclasses import dataclass, field
 
 import polars as pl
 
+from evalengine.store.commit import replace_file
 from evalengine.store.layout import Shown, StoreLayout
+from evalengine.store.lock import writing
+from evalengine.store.paths import ACCUMULATION_FILE, PROTOCOL_FILE
 
 
 @dataclass(frozen=True, repr=False)
@@ -35,3 +39,24 @@ class MatchedRun(Shown):
         iou_type = getattr(self.protocol, "iou_type", None)
         kind = f"{self.protocol.name} {iou_type}" if iou_type else self.protocol.name
         return f"run '{self.run}', {kind} ({self.protocol.match_key()}), store {self.layout.described()}"
+
+    def _keep_ap_table(self, make_table) -> None:
+        """Write the AP table ``make_table()`` (a Polars frame) beside the match table (``accumulation.parquet``)
+        once, under the store's write lock, for the SQL views that read it instead of accumulating (``ap``,
+        ``coco_summary``: ``sql/39_coco_ap_tables.sql``; ``borji_stage_ap``). Only when this protocol's parameters
+        are the ones its ``protocol.json`` records (the views accumulate with those); a match table made again replaces
+        its folder, and this file with it. A store in memory or one this process cannot write keeps none (the views
+        then accumulate in SQL)."""
+        if not self.layout.persistent:  # a store in memory: no SQL view reads it
+            return
+        target = self.matches_dir / ACCUMULATION_FILE
+        if target.exists():
+            return
+        try:
+            with writing(self.layout.root):
+                recorded = json.loads((self.matches_dir / PROTOCOL_FILE).read_text())
+                described = json.loads(json.dumps(self.protocol.description()))
+                if not target.exists() and {key: recorded.get(key) for key in described} == described:
+                    replace_file(target, make_table().write_parquet)
+        except PermissionError:
+            return

@@ -5,10 +5,13 @@ import polars as pl
 import pytest
 
 from evalengine import api
+from evalengine.store.paths import ACCUMULATION_FILE
 from tests.conftest import PACKAGE_DATA
 from tests.generators import random_coco
 from tests.helpers import write_inputs
 from tests.shape_generators import random_masks
+
+STAGE_KEY = ["stage", "category_id", "iou_threshold", "area_range", "max_dets"]
 
 
 def _check(store, diagnosis, protocol: str) -> None:
@@ -56,20 +59,31 @@ def test_borji_views_on_masks(tmp_path):
 
 
 def _check_stage_ap(store, diagnosis) -> None:
-    """borji_stage_summary and borji_stage_ap (the COCO accumulation macros over the stage match tables) equal the
-    Python stage summary and AP table to 1e-12, row for row."""
-    where = f"WHERE protocol = '{diagnosis.protocol.match_key()}' AND run = 'default'"
-    view = store.sql(f"SELECT stage, metric, value FROM borji_stage_summary {where}")
+    """borji_stage_summary and borji_stage_ap equal the Python stage summary and AP table to 1e-12, row for row: first
+    by the COCO accumulation macros over the stage match tables, then from the AP tables the diagnosis keeps once it
+    has accumulated every stage (accumulation.parquet, the rows of its ap_table())."""
+    kept = diagnosis.matches_dir / ACCUMULATION_FILE
+    assert not kept.exists()
+    computed = _stage_views(store, diagnosis)
     python = diagnosis.summary()
-    joined = python.join(view, on=["stage", "metric"], how="full", coalesce=True, suffix="_sql")
-    assert joined.height == python.height == 12 * len(api.BORJI_STAGES)
-    np.testing.assert_allclose(joined["value_sql"].to_numpy(), joined["value"].to_numpy(), rtol=0, atol=1e-12)
-    keys = ["stage", "category_id", "iou_threshold", "area_range", "max_dets"]
-    view = store.sql(f"SELECT * EXCLUDE (protocol, run) FROM borji_stage_ap {where}").sort(keys)
-    python = diagnosis.ap_table().sort(keys)
-    assert view.select(keys).equals(python.select(keys))
-    np.testing.assert_allclose(view["ap"].to_numpy(), python["ap"].to_numpy(), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(view["recall"].to_numpy(), python["recall"].to_numpy(), rtol=0, atol=1e-12)
+    assert kept.exists() and pl.read_parquet(kept).equals(diagnosis.ap_table())
+    stored = _stage_views(store, diagnosis)
+    for summary in (computed[0], stored[0]):
+        joined = python.join(summary, on=["stage", "metric"], how="full", coalesce=True, suffix="_sql")
+        assert joined.height == python.height == 12 * len(api.BORJI_STAGES)
+        np.testing.assert_allclose(joined["value_sql"].to_numpy(), joined["value"].to_numpy(), rtol=0, atol=1e-12)
+    python = diagnosis.ap_table().sort(STAGE_KEY)
+    for view in (computed[1], stored[1]):
+        assert view.select(STAGE_KEY).equals(python.select(STAGE_KEY))
+        np.testing.assert_allclose(view["ap"].to_numpy(), python["ap"].to_numpy(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(view["recall"].to_numpy(), python["recall"].to_numpy(), rtol=0, atol=1e-12)
+
+
+def _stage_views(store, diagnosis) -> tuple:
+    """``(borji_stage_summary, borji_stage_ap)`` of the diagnosis' match table."""
+    where = f"WHERE protocol = '{diagnosis.protocol.match_key()}' AND run = 'default'"
+    return (store.sql(f"SELECT stage, metric, value FROM borji_stage_summary {where}"),
+            store.sql(f"SELECT * EXCLUDE (protocol, run) FROM borji_stage_ap {where}").sort(STAGE_KEY))
 
 
 @pytest.mark.parametrize("seed", [1, 4, 9])
