@@ -27,15 +27,15 @@ import pyarrow.compute as pc
 
 from evalengine.io.json_text import WHITESPACE, diagnose_list_end
 from evalengine.io.json_segmentation import INEXACT, end_row, outputs, parsed_columns, read_segmentation
-from evalengine.io.json_values import (FALSE, MANTISSA_DIGITS, NULL, TRUE, gather, member, number, numbers_at, room, runs_out,
-                                         skip_value, space)
+from evalengine.io.json_values import (END, FAIL, FALSE, LIMIT, MANTISSA_DIGITS, MORE, NEXT, NULL, TRUE, gather, member,
+                                       next_element, number, numbers_at, room, runs_out, skip_value, space)
 
-# what a parse ended on
-LIMIT, END, MORE, FAIL, SHAPES = 0, 1, 2, 3, 4
+SHAPES = 4  # what a parse ended on, beside :mod:`evalengine.io.json_values`' LIMIT, END, MORE, FAIL: keypoints
 MIN_OBJECT_BYTES = 57  # {"image_id":1,"category_id":1,"bbox":[1,1,1,1],"score":1}: every key is required
 _MAX_OTHER_KEYS = 16
 _IMAGE_ID, _CATEGORY_ID, _BBOX, _SCORE, _SEGMENTATION, _KEYPOINTS = 0, 1, 2, 3, 4, 5
 _ALL_REQUIRED = 0b1111
+_START, _OTHER = 6, 7  # the slots of :data:`_KEYS`' follows-table for an object's start and another key
 _KEYS = (b"image_id", b"category_id", b"bbox", b"score", b"segmentation", b"keypoints")
 _KEY_BYTES = np.frombuffer(b"".join(_KEYS), np.uint8)
 _KEY_STARTS = np.cumsum([0] + [len(k) for k in _KEYS]).astype(np.int64)
@@ -58,19 +58,37 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
     n_inexact, row = 0, 0
     other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
     found, spans = np.empty(4, np.float64), np.empty((4, 2), np.int64)
+    follows = np.full(_OTHER + 1, -1, np.int64)  # the key seen after each key (and after '{') in the last object
     status = FAIL
     while True:
         start = space(buf, p, n)
-        p = start
+        p, status = start, FAIL  # (not what ended the previous object)
         if p >= n:
             status = MORE
             break
         if buf[p] != 123:
             break
-        p, seen, n_other, broken = p + 1, 0, 0, False
+        p, seen, n_other, broken, previous = p + 1, 0, 0, False, _START
         while True:
             p = space(buf, p, n)
-            k, p, seen, n_other = member(buf, p, n, key_bytes, key_starts, seen, other_starts, other_ends, n_other)
+            # the key that followed the previous one last time, if the text is that key's (no escape can match)
+            k, length = follows[previous], 0
+            if k >= 0 and not seen & (1 << k):
+                length = key_starts[k + 1] - key_starts[k]
+                if p + length + 2 > n or buf[p] != 34 or buf[p + length + 1] != 34:
+                    length = 0
+                for i in range(length):
+                    if buf[p + 1 + i] != key_bytes[key_starts[k] + i]:
+                        length = 0
+                        break
+            if length:
+                p, seen = space(buf, p + length + 2, n), seen | (1 << k)
+                p = space(buf, p + 1, n) if p < n and buf[p] == 58 else -1
+            else:
+                k, p, seen, n_other = member(buf, p, n, key_bytes, key_starts, seen, other_starts, other_ends, n_other)
+                if k >= 0:
+                    follows[previous] = k
+            previous = k if k >= 0 else _OTHER
             if p < 0:
                 broken = True
                 break
@@ -122,20 +140,13 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
                 status = MORE
             p = start
             break
-        end_row(row, rows, used)
+        if not skip_segmentation:
+            end_row(row, rows, used)
         row += 1
-        p = space(buf, p, n)
-        if p < n and buf[p] == 44:
-            p += 1
-            if p >= limit:
-                status = LIMIT
-                break
+        status, p = next_element(buf, p, n, limit)
+        if status == NEXT:
             continue
-        if p < n and buf[p] == 93:
-            status = END
-            break
-        if p >= n:
-            status = MORE
+        if status == MORE:
             p = start  # (the object may be followed by more of it: read it again with what follows)
             row -= 1
         break
