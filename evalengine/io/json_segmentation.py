@@ -245,7 +245,8 @@ def parsed_columns(form: np.ndarray, header: np.ndarray, chars: np.ndarray, char
         here = form == kind
         mask = arrow_array(~here)
         if kind == POLYGONS:
-            parts = pa.ListArray.from_arrays(arrow_array(part_offsets), arrow_array(numbers.astype(np.float64, copy=False)))
+            parts = pa.ListArray.from_arrays(arrow_array(part_offsets),
+                                             arrow_array(numbers.astype(np.float64, copy=False)))
             array = pa.LargeListArray.from_arrays(arrow_array(row_parts), parts, mask=mask)
         elif kind == COMPRESSED:
             bounds = np.concatenate([[0], chars_end]).astype(np.int64)

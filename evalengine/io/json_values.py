@@ -356,3 +356,20 @@ def correctly_rounded(buf, starts, ends):
     texts = pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data))
     converted = pc.cast(texts, pa.float64()).to_numpy()
     return converted if np.isfinite(converted).all() else None
+
+
+LIMIT, END, MORE, FAIL, NEXT = 0, 1, 2, 3, 5  # what follows an element of a list (:func:`next_element`)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def next_element(buf, p, n, limit):
+    """What follows a list's element that ends at ``p`` (whitespace, then ',' or ']'): ``(NEXT, after the ',')``;
+    :data:`LIMIT` there when that is at ``limit`` or after it (the piece a reader was given ends); ``(END, at the
+    ']')``; :data:`MORE` where the buffer ends first (a block's reader reads on; a whole text has ended); else
+    :data:`FAIL`. The one step after an object of the result and ground-truth kernels."""
+    p = space(buf, p, n)
+    if p >= n:
+        return MORE, p
+    if buf[p] == 44:
+        return (LIMIT if p + 1 >= limit else NEXT), p + 1
+    return (END if buf[p] == 93 else FAIL), p

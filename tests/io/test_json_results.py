@@ -172,6 +172,30 @@ def test_integral_floats_and_repeated_keys_fall_back_to_pycocotools_reading(tmp_
     assert frame.row(0, named=True)["score"] == 0.25 and frame.row(0, named=True)["category_id"] == CATEGORIES[0]
 
 
+@pytest.mark.parametrize("odd", [
+    '"bboxes": [1], "bbox": [1, 2, 3, 4]',          # a longer key starting as the expected one
+    '"bbo": 1, "bbox": [1, 2, 3, 4]',               # a shorter one
+    '"bbox" : [1, 2, 3, 4]',                        # whitespace before the ':'
+    '"b\\u0062ox": [1, 2, 3, 4]',                 # the expected key, escaped: the exact reader reads it
+    '"bbox": [1, 2, 3, 4], "bbox": [5, 6, 7, 8]',   # the expected key twice
+])
+def test_keys_in_the_usual_order_then_another_text(tmp_path, odd):
+    """The kernel first tries the key that came next in the previous object: a text that is not exactly that key
+    (another key sharing its start, whitespace, an escape, a repeat) is read as the exact reader reads it."""
+    path = tmp_path / "results.json"
+    image = DATASET.images.row(0, named=True)["image_id"]
+    usual = f'{{"image_id": {image}, "category_id": {CATEGORIES[0]}, "bbox": [1, 2, 3, 4], "score": 0.5}}'
+    odd = f'{{"image_id": {image}, "category_id": {CATEGORIES[0]}, {odd}, "score": 0.25}}'
+    path.write_text("[" + ", ".join([usual] * 50 + [odd] + [usual] * 50) + "]")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = pl.concat(list(iter_detections(path, DATASET, masks=False)))
+        _same(fast, _exact(path))
+    assert fast.height == 101 and fast.row(50, named=True)["score"] == 0.25
+    values = json.loads(path.read_text())
+    assert fast.select("x", "y", "w", "h").rows() == [tuple(map(float, v["bbox"])) for v in values]
+
+
 def test_masks_are_read_by_the_kernel(tmp_path):
     """With masks, the kernel reads the segmentation (tests/io/test_json_segmentation.py has every form): the frame
     has the mask columns, as the exact reader's."""
