@@ -223,17 +223,19 @@ def category_batches(dt_matches: pl.LazyFrame, category_ids: np.ndarray, max_row
     return batches
 
 
-def batch_frames(dt_matches: pl.LazyFrame, category_ids: np.ndarray, batches: list, scratch=None):
-    """The rows of ``dt_matches`` of each batch ``[k_lo, k_hi)`` of ``category_ids`` (:func:`category_batches`), a
-    frame per batch, in table order. One batch is one read; several are split in one pass and spilled to disk
-    (:func:`~evalengine.store.spill.spilled_batches`): each match file is read once, not once per batch."""
+def batch_frames(dt_matches: pl.LazyFrame, columns: list, category_ids: np.ndarray, batches: list, scratch=None):
+    """The ``columns`` of the rows of ``dt_matches`` of each batch ``[k_lo, k_hi)`` of ``category_ids``
+    (:func:`category_batches`), a frame per batch, in table order. One batch is one read; several are split in one pass
+    and spilled to disk (:func:`~evalengine.store.spill.spilled_batches`): each match file is read once, not once per
+    batch."""
     if len(batches) == 1:  # the range first: row groups outside a slice's categories are skipped on their statistics
-        yield dt_matches.filter(pl.col("category_id").is_between(category_ids[0], category_ids[-1])
-                                & pl.col("category_id").is_in(pl.Series(category_ids).implode())).collect()
+        kept = pl.col("category_id").is_in(pl.Series(category_ids).implode())
+        yield dt_matches.filter(pl.col("category_id").is_between(category_ids[0], category_ids[-1]) & kept
+                                ).select(columns).collect()
         return
     batch_of = np.repeat(np.arange(len(batches), dtype=np.int32), [k_hi - k_lo for k_lo, k_hi in batches])
     batch = pl.col("category_id").replace_strict(pl.Series(category_ids), pl.Series(batch_of), default=None)
-    yield from spilled_batches(dt_matches, batch, len(batches), scratch)
+    yield from spilled_batches(dt_matches, columns, batch, len(batches), scratch)
 
 
 def accumulate_ranked(cat_index, n_cat: int, score, tie_key, rank, tp_bits, ignored_bits, n_regular_gt, max_dets,
@@ -280,7 +282,7 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
     n_regular_gt = regular_gt_counts(gt_matches, category_ids, protocol)
     columns = ["score", "image_id", "dt_rank", "tp_bits", "ignored_bits"]
     batches = category_batches(dt_matches, category_ids, batch_rows) if protocol.use_cats else [(0, 1)]
-    frames = batch_frames(dt_matches.select("category_id", *columns), category_ids, batches, scratch) \
+    frames = batch_frames(dt_matches, ["category_id", *columns], category_ids, batches, scratch) \
         if protocol.use_cats else [dt_matches.select(columns).collect()]
     for (k_lo, k_hi), frame in zip(batches, frames, strict=True):  # strict: the spill is removed
         if protocol.use_cats:
