@@ -26,6 +26,7 @@ from evalengine.errors import EvalEngineError
 from evalengine.match.coco import CocoProtocol
 from evalengine.match.groups import counting_order
 from evalengine.match.score_order import sort_rows
+from evalengine.store.spill import spilled_batches
 
 _EPS = np.spacing(1)
 
@@ -222,6 +223,21 @@ def category_batches(dt_matches: pl.LazyFrame, category_ids: np.ndarray, max_row
     return batches
 
 
+def batch_frames(dt_matches: pl.LazyFrame, columns: list, category_ids: np.ndarray, batches: list, scratch=None):
+    """The ``columns`` of the rows of ``dt_matches`` of each batch ``[k_lo, k_hi)`` of ``category_ids``
+    (:func:`category_batches`), a frame per batch, in table order. One batch is one read; several are split in one pass
+    and spilled to disk (:func:`~evalengine.store.spill.spilled_batches`): each match file is read once, not once per
+    batch."""
+    if len(batches) == 1:  # the range first: row groups outside a slice's categories are skipped on their statistics
+        kept = pl.col("category_id").is_in(pl.Series(category_ids).implode())
+        yield dt_matches.filter(pl.col("category_id").is_between(category_ids[0], category_ids[-1]) & kept
+                                ).select(columns).collect()
+        return
+    batch_of = np.repeat(np.arange(len(batches), dtype=np.int32), [k_hi - k_lo for k_lo, k_hi in batches])
+    batch = pl.col("category_id").replace_strict(pl.Series(category_ids), pl.Series(batch_of), default=None)
+    yield from spilled_batches(dt_matches, columns, batch, len(batches), scratch)
+
+
 def accumulate_ranked(cat_index, n_cat: int, score, tie_key, rank, tp_bits, ignored_bits, n_regular_gt, max_dets,
                       n_thr: int, recall_thresholds, want_curve: bool) -> tuple:
     """``(ap, recall, precision, scores)`` of detections given as arrays: each one's category (``cat_index`` in
@@ -239,12 +255,14 @@ def accumulate_ranked(cat_index, n_cat: int, score, tie_key, rank, tp_bits, igno
 
 def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol: CocoProtocol,
                want_curve: bool = False, batch_rows: int = ACCUMULATE_BATCH_ROWS, on_batch_done=None,
-               image_ids=None) -> Accumulation:
+               image_ids=None, scratch=None) -> Accumulation:
     """pycocotools ``accumulate`` over a match table, a batch of categories at a time.
 
     ``protocol`` gives ``area_ranges``, ``max_dets``, ``recall_thresholds``, ``use_cats`` and ``iou_thresholds``, one
     per bit of the table's ``tp_bits`` / ``ignored_bits``: a :class:`CocoProtocol`, or another protocol whose table
     holds one evaluation per bit (:class:`~evalengine.match.analyze.AnalyzeProtocol`).
+
+    Several batches are split in one pass over the table (:func:`batch_frames`), in ``scratch``.
 
     ``image_ids`` restricts it to those images: pycocotools matches every image on its own, so this equals
     a run with ``params.imgIds`` set to them, without matching again. ``category_ids`` plays the part of
@@ -264,15 +282,12 @@ def accumulate(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids,
     n_regular_gt = regular_gt_counts(gt_matches, category_ids, protocol)
     columns = ["score", "image_id", "dt_rank", "tp_bits", "ignored_bits"]
     batches = category_batches(dt_matches, category_ids, batch_rows) if protocol.use_cats else [(0, 1)]
-    for k_lo, k_hi in batches:
+    frames = batch_frames(dt_matches, ["category_id", *columns], category_ids, batches, scratch) \
+        if protocol.use_cats else [dt_matches.select(columns).collect()]
+    for (k_lo, k_hi), frame in zip(batches, frames, strict=True):  # strict: the spill is removed
         if protocol.use_cats:
-            batch = pl.Series(category_ids[k_lo:k_hi]).implode()
-            rows = dt_matches.filter(pl.col("category_id").is_between(category_ids[k_lo], category_ids[k_hi - 1])
-                                     & pl.col("category_id").is_in(batch))
-            frame = rows.select("category_id", *columns).collect()
             cat_index = np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy())
         else:
-            frame = dt_matches.select(columns).collect()
             cat_index = np.zeros(frame.height, np.int64)
         result = accumulate_ranked(
             cat_index, k_hi - k_lo, frame.get_column("score").to_numpy(), frame.get_column("image_id").to_numpy(),

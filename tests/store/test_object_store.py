@@ -183,3 +183,23 @@ def test_writers_of_a_remote_store_take_turns_through_a_lease(s3, inputs, monkey
     lease.write_text(json.dumps({"owner": "a killed writer", "expires": 0}))  # expired: taken at once
     assert api.open(url).add_run(dt, "third").runs == ["default", "second", "third"]
     assert not lease.exists()
+
+
+def test_batched_accumulation_of_a_remote_store_equals_one_batch(tmp_path, s3):
+    """Several category batches on an object store: the match table is split a shard file at a time into a local
+    spill (store.spill), with the numbers of one batch."""
+    import numpy as np
+
+    from evalengine.metrics.ap import accumulate, category_batches
+
+    gt, dt = random_coco(4)  # detections of 4 categories
+    remote = api.ingest_coco(*write_inputs(tmp_path, gt, dt), f"{s3}/batched", n_shards=3).evaluate(scheduler="sync")
+    want = remote.accumulate(want_curve=True)
+    assert len(category_batches(remote.dt_matches(), want.category_ids, 1)) > 1
+    scratch = tmp_path / "spill"
+    scratch.mkdir()
+    got = accumulate(remote.dt_matches(), remote.gt_matches(), remote.category_ids, remote.protocol,
+                     want_curve=True, batch_rows=1, scratch=scratch)
+    for name in ("ap", "recall", "precision", "scores"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    assert list(scratch.iterdir()) == []
