@@ -218,8 +218,8 @@ def _cached_kernels_without_registries() -> None:
     ~0.2 CPU s of imports and template set-up per process (cffi's C parser among them), though a cached kernel is
     machine code that needs none of them (the modules its environment names are imported as it is unpickled, and a
     kernel that does compile refreshes them then, in ``CompilerBase.__init__``). The command's process, once its
-    modules are imported, loads cached kernels with the runtime alone (``load_overload`` less the refresh, only on the numba
-    of ``NUMBA_INTERNALS_CHECKED``); a command that imports no numba is left without it."""
+    modules are imported, loads cached kernels with the runtime alone (``load_overload`` less the refresh, only on
+    the numba of ``NUMBA_INTERNALS_CHECKED``); a command that imports no numba is left without it."""
     numba = sys.modules.get("numba")
     if numba is None or not numba.__version__.startswith(NUMBA_INTERNALS_CHECKED):
         return
