@@ -29,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from evalengine import schema
+from evalengine.arrow import arrow_array
 from evalengine.errors import ProtocolError, check_option
 from evalengine.geometry.box_iou import OPENIMAGES, box_iou_blocks
 from evalengine.geometry.masks import openimages_overlap_blocks, spans
@@ -245,14 +246,14 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, labels: pl.DataFrame | None,
         "matched_gt_id": _fixed_list(partner_id.reshape(-1, 1), has_partner.reshape(-1, 1)),
         "matched_iou": _fixed_list(overlap.reshape(-1, 1), has_partner.reshape(-1, 1)),
         "area_iou": _fixed_list(overlap.reshape(-1, 1), has_partner.reshape(-1, 1)),
-        "outcome": pa.array(outcome),
+        "outcome": arrow_array(outcome),
     })).cast(schema.OPENIMAGES_DT_MATCHES)
     gt_matches = pl.from_arrow(pa.table({
         **{c: gt.get_column(c).to_arrow() for c in ("image_id", "category_id", "gt_id")},
-        "ignored_bits": pa.array(difficult.astype(np.uint64) | np.where(mask_mode & ~masked, 2, 0).astype(np.uint64)),
+        "ignored_bits": arrow_array(difficult.astype(np.uint64) | np.where(mask_mode & ~masked, 2, 0).astype(np.uint64)),
         "matched_bits": _fixed_list(gt_matched.astype(np.uint64).reshape(-1, 1)),
-        "group_of": pa.array(group_of),
-        "group_score": pa.array(group_score, from_pandas=True),
-        "corloc": pa.array(located),
+        "group_of": arrow_array(group_of),
+        "group_score": arrow_array(group_score, ~np.isnan(group_score)),
+        "corloc": arrow_array(located),
     })).cast(schema.OPENIMAGES_GT_MATCHES)
     return dt_matches, gt_matches

@@ -23,6 +23,7 @@ import polars as pl
 import pyarrow as pa
 
 from evalengine import schema
+from evalengine.arrow import arrow_array
 from evalengine.errors import ProtocolError
 from evalengine.geometry.box_iou import VOC, box_iou_blocks
 from evalengine.match.coco import _fixed_list
@@ -125,7 +126,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: VocP
     rank = rank_in_group(dt_image, dt_cat)
     dt_matches = pl.from_arrow(pa.table({
         **{c: dt.get_column(c).to_arrow() for c in ("image_id", "category_id", "det_id", "score")},
-        "dt_rank": pa.array(rank.astype(np.int32)),
+        "dt_rank": arrow_array(rank.astype(np.int32)),
         "tp_bits": _fixed_list(dt_tp),
         "ignored_bits": _fixed_list(dt_ignored),
         "matched_gt_id": _fixed_list(partner_id, has_partner),
@@ -134,7 +135,7 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: VocP
     })).cast(schema.dt_matches_schema(1, n_thr))
     gt_matches = pl.from_arrow(pa.table({
         **{c: gt.get_column(c).to_arrow() for c in ("image_id", "category_id", "gt_id")},
-        "ignored_bits": pa.array(gt_ignored),
+        "ignored_bits": arrow_array(gt_ignored),
         "matched_bits": _fixed_list(gt_matched),
     })).cast(schema.gt_matches_schema(1))
     return dt_matches, gt_matches
