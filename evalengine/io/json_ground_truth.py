@@ -29,8 +29,9 @@ from evalengine import schema
 from evalengine.arrow import arrow_array
 from evalengine.io.json_scan import list_sample, value_end
 from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segmentation
-from evalengine.io.json_values import (FALSE, NULL, TRUE, correctly_rounded, gather, literal, member, number, numbers_at,
-                                       room, skip_value, space, string_end, whole_integer)
+from evalengine.io.json_values import (END, FAIL, FALSE, LIMIT, MORE, NEXT, NULL, TRUE, correctly_rounded, gather,
+                                       literal, member, next_element, number, numbers_at, room, skip_value, space,
+                                       string_end, whole_integer)
 from evalengine.io.masks import SEGMENTATION
 
 ANNOTATION = pl.Struct(
@@ -72,8 +73,6 @@ def extra_annotation_fields(path: Path, span: tuple) -> dict:
     return fields
 
 
-# what a parse ended on (as :mod:`evalengine.io.json_results`)
-LIMIT, END, FAIL = 0, 1, 3
 # how a key's value is read; the slot is its column among those of its kind
 _INT, _FLAG, _FLOAT, _BBOX, _BOOL, _STRING, _SEGMENTATION, _REFUSE = range(8)
 MIN_ANNOTATION_BYTES = 40  # {"id":1,"image_id":1,"category_id":1,"bbox":[1,1,1,1]}: smaller ones miss a field
@@ -99,8 +98,9 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
     texts, inexact = np.empty((n_text, capacity, 2), np.int64), np.empty((64, 4), np.int64)
     other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
     found, spans = np.empty(4, np.float64), np.empty((4, 2), np.int64)
-    n_inexact, row, status = 0, 0, FAIL
+    n_inexact, row = 0, 0
     while True:
+        status = FAIL  # until the step after this object says otherwise
         p = space(buf, p, n)
         if p >= n or buf[p] != 123 or row == capacity:
             break
@@ -175,15 +175,11 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
             break
         end_row(row, masks, used)
         row += 1
-        p = space(buf, p + 1, n)
-        if p < n and buf[p] == 44:
-            p += 1
-            if p >= limit:
-                status = LIMIT
-                break
+        status, p = next_element(buf, p + 1, n, limit)
+        if status == NEXT:
             continue
-        if p < n and buf[p] == 93:
-            status = END
+        if status == MORE:  # the whole text ends inside the list
+            status = FAIL
         break
     return (status, p, row, ints[:, :row], int_given[:, :row], floats[:, :row], float_given[:, :row],
             bools[:, :row], bool_given[:, :row], texts[:, :row], inexact[:n_inexact], store)
