@@ -60,12 +60,12 @@ GROUP BY ALL;
 
 -- coco_counted: the detections in pycocotools' order per (match table, category) — position: score descending, image
 -- id, rank in image — once per area range and max dets that keeps them (rank in image below the cap), without those
--- ignored at every IoU threshold (they count nowhere), with tp_bits and ignored_bits of that area range and the
--- running count of the detections ignored at no threshold (n_counted_everywhere). Recall rises only at a true
--- positive and every detection counts in tp + fp, so a detection's point on a curve is made of that count and of the
--- few rows that are true positives or ignored at some thresholds only (the steps, coco_steps): n_steps is the number
--- of steps up to this row, the step whose counts it takes. Both running counts are one window sum (n_steps in the
--- high 32 bits), one sort of the rows for the two.
+-- ignored at every IoU threshold (they count nowhere), with tp_bits and ignored_bits of that area range and n_kept, the
+-- number of these rows up to this one. Recall rises only at a true positive, and every detection not ignored at a
+-- threshold counts in tp + fp there, so a detection's point on a curve is made of n_kept and of the few rows that are
+-- true positives or ignored at some thresholds (the steps, coco_steps): n_steps is the number of steps up to this row,
+-- the step whose counts it takes. Both counts are row numbers (a sort each, no running sum): n_steps of a step is its
+-- row number among the steps, of any other row n_kept minus its row number among the others.
 CREATE OR REPLACE MACRO coco_counted(dt, params) AS TABLE
 WITH ordered AS (
     SELECT t.table_id, t.n_thresholds, CASE WHEN t.use_cats THEN m.category_id ELSE -1 END AS category_id,
@@ -76,52 +76,60 @@ WITH ordered AS (
     JOIN coco_tables(params) AS t USING (protocol, run, stage)
 ), capped AS (
     SELECT o.table_id, o.category_id, a.area_index, d.max_dets, o.position, o.image_id, o.dt_rank, o.score,
-           o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits
+           o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits,
+           o.tp_bits[a.area_index + 1] <> 0 OR o.ignored_bits[a.area_index + 1] <> 0 AS is_step
     FROM ordered AS o
     JOIN coco_numbered_areas(params) AS a USING (table_id)
     JOIN coco_numbered_max_dets(params) AS d USING (table_id)
     WHERE o.dt_rank < d.max_dets AND bit_count(o.ignored_bits[a.area_index + 1]) < o.n_thresholds
 )
-SELECT * EXCLUDE (counts), counts & 4294967295 AS n_counted_everywhere, counts >> 32 AS n_steps
-FROM (SELECT *, sum((ignored_bits = 0)::BIGINT + ((tp_bits <> 0 OR ignored_bits <> 0)::BIGINT << 32)) OVER w AS counts
-      FROM capped
-      WINDOW w AS (PARTITION BY table_id, category_id, area_index, max_dets ORDER BY position ROWS UNBOUNDED PRECEDING));
+SELECT * EXCLUDE (is_step, n_of_kind), CASE WHEN is_step THEN n_of_kind ELSE n_kept - n_of_kind END AS n_steps
+FROM (SELECT *,
+             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets ORDER BY position) AS n_kept,
+             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, is_step
+                                ORDER BY position) AS n_of_kind
+      FROM capped);
 
 -- coco_steps: the rows of coco_counted (its result `counted`, e.g. a CTE over the macro) that are true positives or
--- ignored at some thresholds only, at every IoU threshold: is_tp, and the running counts up to them of true positives
--- (tp) and of the detections counted in tp + fp (n_counted: those ignored nowhere, and n_partly_counted, those of
--- these rows not ignored at this threshold; one window sum for the two, tp in the high 32 bits). The bits are shifted
--- as UBIGINT (a BIGINT shift would widen them to HUGEINT).
+-- ignored at some thresholds, at every IoU threshold: is_tp, and the counts up to them of true positives (tp), of
+-- the detections ignored there (n_ignored) and of those counted in tp + fp (n_counted = n_kept - n_ignored). A count
+-- of the rows with a property is a row number as in coco_counted: among the steps with the property for a step that
+-- has it, n_steps minus that among those without it for one that has not. The bits are shifted as UBIGINT (a BIGINT
+-- shift would widen them to HUGEINT).
 CREATE OR REPLACE MACRO coco_steps(counted, params) AS TABLE
-SELECT table_id, category_id, area_index, max_dets, thr_index, position, n_steps, is_tp, counts >> 32 AS tp,
-       counts & 4294967295 AS n_partly_counted, n_counted_everywhere + n_partly_counted AS n_counted
-FROM (SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.position, c.n_steps,
-             c.n_counted_everywhere, (c.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp,
-             sum((((c.tp_bits >> t.thr_index::UBIGINT) & 1) << 32)::BIGINT
-                 + (c.ignored_bits <> 0 AND (c.ignored_bits >> t.thr_index::UBIGINT) & 1 = 0)::BIGINT) OVER (
-                 PARTITION BY c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index ORDER BY c.position
-                 ROWS UNBOUNDED PRECEDING) AS counts
-      FROM query_table(counted) AS c
-      JOIN coco_numbered_ious(params) AS t USING (table_id)
-      WHERE c.tp_bits <> 0 OR c.ignored_bits <> 0);
+SELECT table_id, category_id, area_index, max_dets, thr_index, position, n_steps, is_tp,
+       CASE WHEN is_tp THEN n_tp_kind ELSE n_steps - n_tp_kind END AS tp,
+       CASE WHEN is_ignored THEN n_ignored_kind ELSE n_steps - n_ignored_kind END AS n_ignored,
+       n_kept - CASE WHEN is_ignored THEN n_ignored_kind ELSE n_steps - n_ignored_kind END AS n_counted
+FROM (SELECT *,
+             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_tp
+                                ORDER BY position) AS n_tp_kind,
+             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_ignored
+                                ORDER BY position) AS n_ignored_kind
+      FROM (SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.position, c.n_steps, c.n_kept,
+                   (c.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp,
+                   (c.ignored_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_ignored
+            FROM query_table(counted) AS c
+            JOIN coco_numbered_ious(params) AS t USING (table_id)
+            WHERE c.tp_bits <> 0 OR c.ignored_bits <> 0));
 
 -- coco_pr_curve: the precision-recall curve, one point per counted detection, per (match table, category, IoU
 -- threshold, area range, max dets), in pycocotools' order (score descending, image id, rank in image).
 -- precision = tp / (tp + fp + eps), eps = 2^-52 as numpy.spacing(1); ignored detections are left out. A point's
 -- counts are those of the last step up to it (coco_steps, their counts at every IoU threshold gathered in a list sorted
--- by threshold, joined once per detection, area range and cap; none: no true positive, every detection before it
--- counted), then taken per threshold.
+-- by threshold, joined once per detection, area range and cap; none: no true positive and nothing ignored before it),
+-- then taken per threshold: tp, and tp + fp = n_kept - n_ignored.
 CREATE OR REPLACE MACRO coco_pr_curve(dt, gt, params) AS TABLE
 WITH counted AS MATERIALIZED (
     SELECT * FROM coco_counted(dt, params)
 ), step_counts AS (
     SELECT table_id, category_id, area_index, max_dets, n_steps,
-           list_sort(list({'thr_index': thr_index, 'tp': tp, 'n_partly_counted': n_partly_counted})) AS counts
+           list_sort(list({'thr_index': thr_index, 'tp': tp, 'n_ignored': n_ignored})) AS counts
     FROM coco_steps(counted, params)
     GROUP BY ALL
 ), points AS (
     SELECT b.protocol, b.run, b.stage, c.category_id, a.area_range, c.max_dets, c.score, c.image_id, c.dt_rank,
-           c.table_id, c.area_index, c.tp_bits, c.ignored_bits, c.n_counted_everywhere, g.n_gt, s.counts
+           c.table_id, c.area_index, c.tp_bits, c.ignored_bits, c.n_kept, g.n_gt, s.counts
     FROM counted AS c
     JOIN coco_regular_gt(gt, params) AS g USING (table_id, category_id, area_index)
     JOIN coco_tables(params) AS b USING (table_id)
@@ -134,7 +142,7 @@ WITH counted AS MATERIALIZED (
     SELECT p.protocol, p.run, p.stage, p.category_id, t.iou_threshold, p.area_range, p.max_dets, p.score, p.image_id,
            p.dt_rank, (p.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp,
            coalesce(p.counts[t.thr_index + 1].tp, 0) AS tp,
-           p.n_counted_everywhere + coalesce(p.counts[t.thr_index + 1].n_partly_counted, 0) AS n_counted, p.n_gt,
+           p.n_kept - coalesce(p.counts[t.thr_index + 1].n_ignored, 0) AS n_counted, p.n_gt,
            p.area_index, t.thr_index
     FROM points AS p
     JOIN coco_numbered_ious(params) AS t USING (table_id)
