@@ -61,11 +61,10 @@ GROUP BY ALL;
 -- coco_counted: the detections in pycocotools' order per (match table, category) — position: score descending, image
 -- id, rank in image — once per area range and max dets that keeps them (rank in image below the cap), without those
 -- ignored at every IoU threshold (they count nowhere), with tp_bits and ignored_bits of that area range and n_kept, the
--- number of these rows up to this one. Recall rises only at a true positive, and every detection not ignored at a
--- threshold counts in tp + fp there, so a detection's point on a curve is made of n_kept and of the few rows that are
--- true positives or ignored at some thresholds (the steps, coco_steps): n_steps is the number of steps up to this row,
--- the step whose counts it takes. Both counts are row numbers (a sort each, no running sum): n_steps of a step is its
--- row number among the steps, of any other row n_kept minus its row number among the others.
+-- number of these rows up to this one (a row number: one sort, no running sum). Every detection not ignored at a
+-- threshold counts in tp + fp there, so a point's tp + fp is n_kept minus the rows ignored there before it, and recall
+-- rises only at a true positive: a curve is made of n_kept and of the few rows that are true positives or ignored at
+-- some thresholds (is_step).
 CREATE OR REPLACE MACRO coco_counted(dt, params) AS TABLE
 WITH ordered AS (
     SELECT t.table_id, t.n_thresholds, CASE WHEN t.use_cats THEN m.category_id ELSE -1 END AS category_id,
@@ -76,56 +75,70 @@ WITH ordered AS (
     JOIN coco_tables(params) AS t USING (protocol, run, stage)
 ), capped AS (
     SELECT o.table_id, o.category_id, a.area_index, d.max_dets, o.position, o.image_id, o.dt_rank, o.score,
-           o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits,
-           o.tp_bits[a.area_index + 1] <> 0 OR o.ignored_bits[a.area_index + 1] <> 0 AS is_step
+           o.tp_bits[a.area_index + 1] AS tp_bits, o.ignored_bits[a.area_index + 1] AS ignored_bits
     FROM ordered AS o
     JOIN coco_numbered_areas(params) AS a USING (table_id)
     JOIN coco_numbered_max_dets(params) AS d USING (table_id)
     WHERE o.dt_rank < d.max_dets AND bit_count(o.ignored_bits[a.area_index + 1]) < o.n_thresholds
 )
-SELECT * EXCLUDE (is_step, n_of_kind), CASE WHEN is_step THEN n_of_kind ELSE n_kept - n_of_kind END AS n_steps
-FROM (SELECT *,
-             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets ORDER BY position) AS n_kept,
-             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, is_step
-                                ORDER BY position) AS n_of_kind
-      FROM capped);
+SELECT *, tp_bits <> 0 OR ignored_bits <> 0 AS is_step,
+       row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets ORDER BY position) AS n_kept
+FROM capped;
 
--- coco_steps: the rows of coco_counted (its result `counted`, e.g. a CTE over the macro) that are true positives or
--- ignored at some thresholds, at every IoU threshold: is_tp, and the counts up to them of true positives (tp), of
--- the detections ignored there (n_ignored) and of those counted in tp + fp (n_counted = n_kept - n_ignored). A count
--- of the rows with a property is a row number as in coco_counted: among the steps with the property for a step that
--- has it, n_steps minus that among those without it for one that has not. The bits are shifted as UBIGINT (a BIGINT
--- shift would widen them to HUGEINT).
+-- coco_steps: at every IoU threshold, the rows of coco_counted (its result `counted`, e.g. a CTE over the macro) that
+-- are true positives or ignored there: is_tp, and the counts up to them of true positives (tp), of the detections
+-- ignored there (n_ignored) and of those counted in tp + fp (n_counted = n_kept - n_ignored). Both are row numbers:
+-- tp of a true positive is its row number among the true positives, n_ignored the rest of its row number among these
+-- rows (and the reverse for an ignored row). What coco_ap, voc_ap and analyze_precision read: their true positives.
+-- The bits are shifted as UBIGINT (a BIGINT shift would widen them to HUGEINT).
 CREATE OR REPLACE MACRO coco_steps(counted, params) AS TABLE
-SELECT table_id, category_id, area_index, max_dets, thr_index, position, n_steps, is_tp,
-       CASE WHEN is_tp THEN n_tp_kind ELSE n_steps - n_tp_kind END AS tp,
-       CASE WHEN is_ignored THEN n_ignored_kind ELSE n_steps - n_ignored_kind END AS n_ignored,
-       n_kept - CASE WHEN is_ignored THEN n_ignored_kind ELSE n_steps - n_ignored_kind END AS n_counted
+SELECT table_id, category_id, area_index, max_dets, thr_index, position, is_tp,
+       CASE WHEN is_tp THEN n_of_kind ELSE n_changing - n_of_kind END AS tp,
+       CASE WHEN is_tp THEN n_changing - n_of_kind ELSE n_of_kind END AS n_ignored,
+       n_kept - CASE WHEN is_tp THEN n_changing - n_of_kind ELSE n_of_kind END AS n_counted
 FROM (SELECT *,
+             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index
+                                ORDER BY position) AS n_changing,
              row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_tp
-                                ORDER BY position) AS n_tp_kind,
-             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_ignored
-                                ORDER BY position) AS n_ignored_kind
-      FROM (SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.position, c.n_steps, c.n_kept,
-                   (c.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp,
-                   (c.ignored_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_ignored
+                                ORDER BY position) AS n_of_kind
+      FROM (SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.position, c.n_kept,
+                   (c.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp
             FROM query_table(counted) AS c
             JOIN coco_numbered_ious(params) AS t USING (table_id)
-            WHERE c.tp_bits <> 0 OR c.ignored_bits <> 0));
+            WHERE c.is_step AND ((c.tp_bits | c.ignored_bits) >> t.thr_index::UBIGINT) & 1 = 1));
 
 -- coco_pr_curve: the precision-recall curve, one point per counted detection, per (match table, category, IoU
 -- threshold, area range, max dets), in pycocotools' order (score descending, image id, rank in image).
 -- precision = tp / (tp + fp + eps), eps = 2^-52 as numpy.spacing(1); ignored detections are left out. A point's
--- counts are those of the last step up to it (coco_steps, their counts at every IoU threshold gathered in a list sorted
--- by threshold, joined once per detection, area range and cap; none: no true positive and nothing ignored before it),
--- then taken per threshold: tp, and tp + fp = n_kept - n_ignored.
+-- counts are those of the last step (is_step of coco_counted) up to it: n_steps, the steps up to a row, is a row number
+-- among the steps for a step, n_kept minus that among the others for any other row; each step's tp and n_ignored at
+-- every IoU threshold are row numbers among the steps (as in coco_steps, with all of them), gathered in a list
+-- sorted by threshold and joined once per detection, area range and cap (none: no step before it), then taken per
+-- threshold: tp, and tp + fp = n_kept - n_ignored.
 CREATE OR REPLACE MACRO coco_pr_curve(dt, gt, params) AS TABLE
 WITH counted AS MATERIALIZED (
-    SELECT * FROM coco_counted(dt, params)
+    SELECT * EXCLUDE (n_of_kind), CASE WHEN is_step THEN n_of_kind ELSE n_kept - n_of_kind END AS n_steps
+    FROM (SELECT *, row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, is_step
+                                       ORDER BY position) AS n_of_kind
+          FROM coco_counted(dt, params))
+), step_bits AS (
+    SELECT c.table_id, c.category_id, c.area_index, c.max_dets, c.n_steps, t.thr_index, c.position,
+           (c.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp,
+           (c.ignored_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_ignored
+    FROM counted AS c
+    JOIN coco_numbered_ious(params) AS t USING (table_id)
+    WHERE c.is_step
 ), step_counts AS (
     SELECT table_id, category_id, area_index, max_dets, n_steps,
-           list_sort(list({'thr_index': thr_index, 'tp': tp, 'n_ignored': n_ignored})) AS counts
-    FROM coco_steps(counted, params)
+           list_sort(list({'thr_index': thr_index,
+                           'tp': CASE WHEN is_tp THEN n_tp ELSE n_steps - n_tp END,
+                           'n_ignored': CASE WHEN is_ignored THEN n_ignored ELSE n_steps - n_ignored END})) AS counts
+    FROM (SELECT *,
+                 row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_tp
+                                    ORDER BY position) AS n_tp,
+                 row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_ignored
+                                    ORDER BY position) AS n_ignored
+          FROM step_bits)
     GROUP BY ALL
 ), points AS (
     SELECT b.protocol, b.run, b.stage, c.category_id, a.area_range, c.max_dets, c.score, c.image_id, c.dt_rank,
@@ -157,9 +170,10 @@ FROM thresholds;
 -- where the category has no regular ground truth (pycocotools' precision/recall). pycocotools samples its right-to-left
 -- precision envelope at the first point whose recall reaches each recall threshold R (searchsorted 'left'), 0 when
 -- none does. Recall rises only at a true positive, and a false positive's precision is below that of the true positive
--- before it, so only the true positives are read (coco_steps): the envelope at one is the highest precision of the
--- true positives from it on, and it is sampled by the thresholds above the previous true positive's recall, up to its
--- own (counted with an ASOF join on the sorted thresholds).
+-- before it, so only the true positives are read (coco_steps): each takes n_reached, the number of thresholds its
+-- recall reaches (an ASOF join on the sorted thresholds). The true positives of one n_reached follow each other, and
+-- the thresholds sampled there are those above the previous group's n_reached; the envelope at the group's first is
+-- the highest precision of this group and the later ones: a running max over the groups, highest n_reached first.
 CREATE OR REPLACE MACRO coco_ap(dt, gt, params) AS TABLE
 WITH grid AS (
     SELECT t.table_id, t.protocol, t.run, t.stage, k.category_id, i.thr_index, i.iou_threshold, a.area_index,
@@ -178,24 +192,26 @@ WITH grid AS (
 ), counted AS (
     SELECT * FROM coco_counted(dt, params)
 ), true_positives AS (
-    SELECT s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets, s.position, s.tp / g.n_gt AS recall,
-           max(s.tp / (s.n_counted + 2.220446049250313e-16)) OVER (
-               PARTITION BY s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets
-               ORDER BY s.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
+    SELECT s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets, s.tp / g.n_gt AS recall,
+           s.tp / (s.n_counted + 2.220446049250313e-16) AS precision
     FROM coco_steps(counted, params) AS s
     JOIN n_gt AS g USING (table_id, category_id, area_index)
     WHERE s.is_tp AND g.n_gt > 0
-), sampled AS (
-    SELECT c.*, coalesce(r.n_reached, 0) AS n_reached, r.n_recall_thresholds
+), reached AS (
+    SELECT c.table_id, c.category_id, c.thr_index, c.area_index, c.max_dets, coalesce(r.n_reached, 0) AS n_reached,
+           max(c.precision) AS precision, max(c.recall) AS recall
     FROM true_positives AS c
     ASOF LEFT JOIN thresholds AS r ON c.table_id = r.table_id AND c.recall >= r.recall_threshold
+    GROUP BY ALL
 ), interpolated AS (
-    SELECT table_id, category_id, thr_index, area_index, max_dets,
-           sum(envelope * (n_reached - coalesce(previous, 0))) / any_value(n_recall_thresholds) AS ap,
-           max(recall) AS recall
-    FROM (SELECT *, lag(n_reached) OVER (PARTITION BY table_id, category_id, thr_index, area_index, max_dets
-                                         ORDER BY position) AS previous
-          FROM sampled)
+    SELECT g.table_id, g.category_id, g.thr_index, g.area_index, g.max_dets,
+           sum(g.envelope * (g.n_reached - coalesce(g.previous, 0))) / any_value(t.n_recall_thresholds) AS ap,
+           max(g.recall) AS recall
+    FROM (SELECT *, max(precision) OVER w AS envelope, lead(n_reached) OVER w AS previous
+          FROM reached
+          WINDOW w AS (PARTITION BY table_id, category_id, thr_index, area_index, max_dets ORDER BY n_reached DESC
+                       ROWS UNBOUNDED PRECEDING)) AS g
+    JOIN (SELECT DISTINCT table_id, n_recall_thresholds FROM thresholds) AS t USING (table_id)
     GROUP BY ALL
 )
 SELECT g.protocol, g.run, g.stage, g.category_id, g.iou_threshold, g.area_range, g.max_dets,
