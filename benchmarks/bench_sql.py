@@ -6,8 +6,12 @@ in-process wall and CPU time of the call alone (for SQL also the CPU time of the
 DuckDB's import excluded), the CPU time of the same call made again in that process ("warm": both sides with their
 libraries imported, numba's kernels loaded, the connection open — a notebook's second query; the fair comparison for
 the views whose Python side reads a small stored table, where a cold SQL call is mostly DuckDB's import) and its
-numbers, and the table says whether SQL and Python agree to
-1e-12. Cases are grouped by family (coco, lrp, tide, confusion, voc, analyze, borji); before the timed runs, each
+numbers, and the table says whether SQL and Python agree to 1e-12. Like with like, three ways: the cold call (SQL:
+``store.duckdb()`` and the query, DuckDB's import included; Python: the metric's call, the modules it imports
+included, after ``evalengine.open``), the whole process of one call (interpreter start, imports, the call: the
+process's CPU time less the warm call's, as a command-line user pays it) and the warm call. Cases are grouped by
+family (coco, lrp, tide, confusion, voc, analyze, borji); ``run_comparison`` needs a second run (``COMPARED``) and is
+run only when named. Before the timed runs, each
 case's Python side runs once, untimed, so that the store holds every table the view reads (the match tables, and the
 run's AP table that `evalengine evaluate` keeps for `ap` and `coco_summary`).
 
@@ -46,6 +50,8 @@ sliced_gt AS (SELECT * FROM coco_accumulation_gt_matches WHERE protocol = 'coco'
 sliced_ap AS (SELECT * FROM coco_ap(sliced_dt, sliced_gt, sliced_params))
 SELECT value FROM coco_summary_of(sliced_ap, sliced_params)"""
 DEFAULT = "protocol = 'coco' AND run = 'default'"
+# run_comparison: the store's default run and a second one (e.g. `evalengine add-run STORE --run shifted --dt …`)
+COMPARED = ("default", "shifted")
 
 
 def _ap_small(store) -> list:
@@ -127,6 +133,14 @@ def _borji_errors(store) -> list:
     return api.borji(store).error_counts().sort("area_range", "error").get_column("count").to_list()
 
 
+def _run_comparison(store) -> list:
+    import polars as pl
+
+    table = store.compare(list(COMPARED)).sort("category_id", "area_range")
+    both = pl.all_horizontal(pl.col(f"ap_{run}").is_not_null() for run in COMPARED)
+    return table.filter(both).get_column(f"diff_{COMPARED[1]}").to_list()
+
+
 def _lvis(store) -> list:
     from evalengine import api
 
@@ -162,6 +176,9 @@ CASES = {  # name: (family, SQL, Python: a function of the store returning the n
                             "ORDER BY stage, metric", _borji_summary),
     "borji_error_counts": ("borji", "SELECT count FROM borji_error_counts WHERE protocol = 'borji' AND run = 'default' "
                            "ORDER BY area_range, error", _borji_errors),
+    "run_comparison": ("coco", f"SELECT ap_difference FROM run_comparison WHERE run_a = '{COMPARED[0]}' AND "
+                       f"run_b = '{COMPARED[1]}' AND ap_a IS NOT NULL AND ap_b IS NOT NULL "
+                       "ORDER BY category_id, area_range", _run_comparison),
     # on an LVIS store (benchmarks/bench_lvis.py writes one): --cases lvis_results
     "lvis_results": ("lvis", "SELECT value FROM lvis_results WHERE protocol = 'lvis' AND run = 'default'", _lvis),
 }
@@ -207,7 +224,8 @@ def _agree(a: list, b: list) -> bool:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("store", nargs="?")
-    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=[case for case in CASES if case != "lvis_results"])
+    parser.add_argument("--cases", nargs="+", choices=list(CASES),
+                        default=[case for case in CASES if case not in ("lvis_results", "run_comparison")])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--max-rss-gib", type=float, default=12.0)
     parser.add_argument("--memory-limit", default=None, help="DuckDB's memory_limit for the SQL side, e.g. 2GB")
@@ -232,9 +250,9 @@ def main(argv=None) -> int:
             print(f"{case}: Python side failed: {prepared['error']}", file=sys.stderr)
     run(args.cases[0], "sql")
     print(f"SQL settings: {', '.join(settings) or 'DuckDB defaults'}\n\n"
-          "| family | view | SQL s: call (process) | Python s: call (process) | SQL CPU s (query alone) | Python CPU s | "
-          "CPU ratio | warm CPU s: SQL / Python (ratio) | SQL peak RSS | Python peak RSS | equal to 1e-12 | load |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+          "| family | view | cold call CPU s: SQL (query alone) / Python (ratio) | process CPU s, one call: SQL / "
+          "Python (ratio) | warm CPU s: SQL / Python (ratio) | call wall s: SQL / Python | peak RSS: SQL / Python | "
+          "equal to 1e-12 | load |\n|---|---|---|---|---|---|---|---|---|", flush=True)
     for case in args.cases:
         runs = {"sql": [], "python": []}
         for _ in range(args.repeat):
@@ -244,18 +262,22 @@ def main(argv=None) -> int:
             print(f"| {CASES[case][0]} | {case} | {[r.get('error') for side in runs.values() for r in side]} |",
                   flush=True)
             continue
-        wall = {side: statistics.median(r["wall_seconds"] for r in rs) for side, rs in runs.items()}
-        inner = {side: statistics.median(r["seconds"] for r in rs) for side, rs in runs.items()}
-        cpu = {side: statistics.median(r["cpu"] for r in rs) for side, rs in runs.items()}
-        query_cpu = statistics.median(r["query_cpu"] for r in runs["sql"])
-        warm = {side: statistics.median(r["warm_cpu"] for r in rs) for side, rs in runs.items()}
+
+        def median(key, side):
+            return statistics.median(key(r) for r in runs[side])
+
+        cpu, warm, process, inner = ({side: median(key, side) for side in runs} for key in (
+            lambda r: r["cpu"], lambda r: r["warm_cpu"], lambda r: r["cpu_seconds"] - r["warm_cpu"],
+            lambda r: r["seconds"]))
+        query_cpu = median(lambda r: r["query_cpu"], "sql")
         rss = {side: max(r["peak_rss_mib"] for r in rs) for side, rs in runs.items()}
         same = _agree(runs["sql"][0]["numbers"], runs["python"][0]["numbers"])
-        print(f"| {CASES[case][0]} | {case} | {inner['sql']:.2f} ({wall['sql']:.2f}) | "
-              f"{inner['python']:.2f} ({wall['python']:.2f}) | {cpu['sql']:.2f} ({query_cpu:.2f}) | {cpu['python']:.2f} | "
-              f"{cpu['sql'] / cpu['python']:.2f} | {warm['sql']:.2f} / {warm['python']:.2f} "
-              f"({warm['sql'] / max(warm['python'], 1e-3):.2f}) | {rss['sql'] / 1024:.2f} GB | {rss['python'] / 1024:.2f} GB | "
-              f"{'yes' if same else 'NO'} | {os.getloadavg()[0]:.1f} |", flush=True)
+        print(f"| {CASES[case][0]} | {case} | {cpu['sql']:.2f} ({query_cpu:.2f}) / {cpu['python']:.2f} "
+              f"({cpu['sql'] / cpu['python']:.2f}) | {process['sql']:.2f} / {process['python']:.2f} "
+              f"({process['sql'] / process['python']:.2f}) | {warm['sql']:.2f} / {warm['python']:.2f} "
+              f"({warm['sql'] / max(warm['python'], 1e-3):.2f}) | {inner['sql']:.2f} / {inner['python']:.2f} | "
+              f"{rss['sql'] / 1024:.2f} / {rss['python'] / 1024:.2f} GB | {'yes' if same else 'NO'} | "
+              f"{os.getloadavg()[0]:.1f} |", flush=True)
     return 0
 
 

@@ -28,7 +28,6 @@ from pathlib import Path
 import polars as pl
 
 from evalengine.errors import EvalEngineError, StoreError, first_line
-from evalengine.match import PROTOCOLS
 from evalengine.metrics.summary import KEYPOINT_LAYOUT, SUMMARY_LAYOUT
 from evalengine.store.layout import open_layout
 from evalengine.store.location import is_remote, location
@@ -44,8 +43,6 @@ def _visible(glob: str) -> str:
     return "/".join(f"[!.]{level}" if level.startswith("*") else level for level in glob.split("/"))
 
 
-VIEW_GLOBS = {name: _visible(glob)
-              for name, glob in table_globs({protocol.name: protocol.sides for protocol in PROTOCOLS}).items()}
 # query nodes of a read-only statement: DuckDB 2 also parses ``WITH x AS (COPY … / INSERT … / DELETE …) SELECT``
 # as a SELECT statement, and runs the WITH clause's write
 READ_ONLY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
@@ -72,38 +69,54 @@ def _requirement_met(variables: dict, text: str) -> bool:
     first = text.split("\n", 1)[0]
     if not first.startswith("-- requires:"):
         return True
-    return bool(variables[first.removeprefix("-- requires:").strip()])
+    return bool(variables.get(first.removeprefix("-- requires:").strip()))
 
 
 def path_variables(store_path) -> dict:
     """``{table: absolute glob, or list of globs}``, the DuckDB variables the views read (set them with
     ``SET VARIABLE`` to use the ``.sql`` files in a session of your own): the single tables and the ground truth as
     globs; detections, proposals and match tables as one glob per run of the manifest and per finished match table
-    of such a run (empty lists when there is none)."""
+    of such a run (empty lists when there is none).
+
+    The protocol families and their sides are read from the store's objects (``matches/protocol=NAME[-hash]/run=R/
+    SIDE/shard=*/*.parquet`` and ``protocol.json``), not from the protocol classes: a query imports no matching code.
+    The variables of the families the store lacks are left unset, and a file that requires one is not run."""
     layout = open_layout(store_path)
-    variables = {name: f"{layout.root}/{glob}" for name, glob in VIEW_GLOBS.items()}
     partition_runs = layout.manifest.get("partition_runs", {})
-    for table, runs, folder in ((DT, layout.runs, layout.paths.dt),
-                                (PROPOSALS, layout.proposal_runs, layout.paths.proposals),
-                                (PARTITIONS, partition_runs, layout.paths.partitions)):
-        variables[table] = [_within(folder(run), variables[table]) for run in sorted(runs)]
+    runs = set(layout.runs) | set(layout.proposal_runs) | set(partition_runs)
+    families = {}  # family: {finished match table folder: its sides}
+    for part in layout.root.glob(f"{MATCHES}/protocol=*/run=*/*/shard=*/*.parquet"):  # objects: folders or not
+        side = part.parent.parent
+        if side.parent.name[4:] in runs and not side.name.startswith("."):
+            family = side.parent.parent.name.removeprefix("protocol=").split("-", 1)[0]
+            families.setdefault(family, {}).setdefault(str(side.parent), set()).add(side.name)
+    for recorded in layout.root.glob(f"{MATCHES}/protocol=*/run=*/{PROTOCOL_FILE}"):  # a table without sides
+        if recorded.parent.name[4:] in runs:
+            family = recorded.parent.parent.name.removeprefix("protocol=").split("-", 1)[0]
+            families.setdefault(family, {}).setdefault(str(recorded.parent), set())
+    globs = table_globs({family: sorted(set().union(*tables.values())) for family, tables in families.items()})
+    variables = {name: f"{layout.root}/{_visible(glob)}" for name, glob in globs.items()}
+    for table, table_runs, folder in ((DT, layout.runs, layout.paths.dt),
+                                      (PROPOSALS, layout.proposal_runs, layout.paths.proposals),
+                                      (PARTITIONS, partition_runs, layout.paths.partitions)):
+        variables[table] = [_within(folder(run), variables[table]) for run in sorted(table_runs)]
     for table in (IMAGE_LABELS, CATEGORY_EDGES):  # OpenImages stores only
         variables[table] = [variables[table]] if (layout.root / table).exists() else []
-    runs = set(layout.runs) | set(layout.proposal_runs) | set(partition_runs)
-    for protocol in PROTOCOLS:
-        finished = sorted(str(recorded.parent) for recorded in layout.root.glob(
-            f"{MATCHES}/protocol={protocol.name}*/run=*/{PROTOCOL_FILE}") if recorded.parent.name[4:] in runs)
-        if protocol.name in KEPT_AP_TABLES:  # the stored AP tables; 'protocol/run' of the others
+    for family in KEPT_AP_TABLES:  # the stored AP tables; 'protocol/run' of the others
+        variables[f"{family}_ap_tables"], variables[f"{family}_ap_pending"] = [], []
+    for family, tables in families.items():
+        finished = sorted(folder for folder in tables if location(f"{folder}/{PROTOCOL_FILE}").exists())
+        if family in KEPT_AP_TABLES:
             stored = {folder: location(f"{folder}/{ACCUMULATION_FILE}").exists() for folder in finished}
-            variables[f"{protocol.name}_ap_tables"] = [f"{folder}/{ACCUMULATION_FILE}" for folder in finished
-                                                       if stored[folder]]
-            variables[f"{protocol.name}_ap_pending"] = [
+            variables[f"{family}_ap_tables"] = [f"{folder}/{ACCUMULATION_FILE}" for folder in finished
+                                                if stored[folder]]
+            variables[f"{family}_ap_pending"] = [
                 "/".join(level[level.index("=") + 1:] for level in folder.split("/")[-2:])
                 for folder in finished if not stored[folder]]
-        variables[f"{protocol.name}_protocols"] = [f"{folder}/{PROTOCOL_FILE}" for folder in finished]
-        for side in protocol.sides:
-            name = f"{protocol.name}_{side}"
-            variables[name] = [_within(folder, variables[name]) for folder in finished]
+        variables[f"{family}_protocols"] = [f"{folder}/{PROTOCOL_FILE}" for folder in finished]
+        for side in set().union(*tables.values()):
+            name = f"{family}_{side}"
+            variables[name] = [_within(folder, variables[name]) for folder in finished if side in tables[folder]]
     return variables
 
 
@@ -309,7 +322,7 @@ def _hint(exc, store_path) -> str:
         return f" (the SQL door reads the store only; {OPT_IN})"
     variables = path_variables(store_path)
     if isinstance(exc, duckdb.CatalogException) and not any(
-            variables[f"{protocol.name}_protocols"] for protocol in PROTOCOLS):
+            value for name, value in variables.items() if name.endswith("_protocols")):
         return " (the views over match tables — matches, ap, coco_summary, … — exist after `evalengine evaluate STORE`)"
     return ""
 
