@@ -20,13 +20,14 @@ lvis-api tests the partner id for truth, as pycocotools). Then ``evaluate_img``'
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numba
 import numpy as np
 import polars as pl
 
 from evalengine.errors import InputError, ProtocolError, check_option
 from evalengine.match import coco
-from evalengine.match.groups import rank_in_group
-from evalengine.match.protocol import column_array
+from evalengine.match.protocol import column_array, take_rows
+from evalengine.match.score_order import category_index, sort_rows
 from evalengine.match.shapes import SHAPE_COLUMNS, places, sources, with_shapes
 
 LVIS_MAX_DETS = 300  # lvis-api Params.max_dets: detections per image, over all categories
@@ -71,15 +72,17 @@ class LvisProtocol(coco.CocoProtocol):
         context["category_ids"] = np.asarray(context["category_ids"], dtype=np.int64)
         labels = {side: _by_shard(_pairs(images, column), layout.n_shards)
                   for side, column in zip(LABEL_INPUTS, IMAGE_LABELS)}
-        return [{**files, **{side: labels[side][k] for side in LABEL_INPUTS}} for k, files in enumerate(inputs)], context
+        shards = [{**files, **{side: labels[side][k] for side in LABEL_INPUTS}} for k, files in enumerate(inputs)]
+        return shards, context
 
     def match_shard(self, tables: dict, context: dict) -> dict:
         shapes = SHAPE_COLUMNS[self.iou_type]
         dt = with_shapes(tables["dt"], tables.get("dt_shapes"), shapes["dt"])
         gt = with_shapes(tables["gt"], tables.get("gt_shapes"), shapes["gt"])
-        gt, dt = federated(gt, dt, tables["negative"], context["category_ids"], self.max_dets[0])
-        dt_matches, gt_matches = coco.match_shard(gt, dt, context["category_ids"], self, places(context))
-        return {"dt": not_exhaustive(dt_matches, tables["not_exhaustive"], len(self.iou_thresholds)),
+        categories = np.unique(context["category_ids"])
+        gt, dt = federated(gt, dt, tables["negative"], categories, self.max_dets[0])
+        dt_matches, gt_matches = coco.match_shard(gt, dt, categories, self, places(context))
+        return {"dt": not_exhaustive(dt_matches, tables["not_exhaustive"], len(self.iou_thresholds), categories),
                 "gt": gt_matches}
 
 
@@ -125,37 +128,130 @@ def _by_shard(pairs: pl.DataFrame, n_shards: int) -> list:
     return [parts.get((k,), empty) for k in range(n_shards)]
 
 
-def federated(gt: pl.DataFrame, dt: pl.DataFrame, negative: pl.DataFrame, category_ids, max_dets: int) -> tuple:
+def federated(gt: pl.DataFrame, dt: pl.DataFrame, negative: pl.DataFrame, categories: np.ndarray,
+              max_dets: int) -> tuple:
     """``(gt, dt)`` as lvis-api evaluates them (the module's list): the per-image cap, the area and category filters,
-    the federated filter. ``negative``: the shard's ``(image_id, category_id)`` of ``neg_category_ids``."""
-    evaluated = pl.Series(category_ids, dtype=pl.Int64).implode()
-    kept = pl.col("category_id").is_in(evaluated) & (pl.col("area") > 0) & (pl.col("area") < np.inf)
+    the federated filter, the detections' in one pass (:func:`_federated_kept`). ``negative``: the shard's
+    ``(image_id, category_id)`` of ``neg_category_ids``; ``categories``: the evaluated ids, sorted and distinct."""
+    kept = pl.col("category_id").is_in(pl.Series(categories).implode()) & (pl.col("area") > 0) & (
+        pl.col("area") < np.inf)
     gt = gt.filter(kept).with_columns(pl.lit(False).alias("iscrowd"))
-    dt = _cap_per_image(dt, max_dets).filter(kept)
-    known = pl.concat([negative, gt.select("image_id", "category_id")])
-    return gt, dt.join(known, on=["image_id", "category_id"], how="semi")
+    image = column_array(dt, "image_id")
+    rows = _federated_kept(image, category_index(categories, column_array(dt, "category_id")),
+                           column_array(dt, "score", np.float64), column_array(dt, "det_id"),
+                           column_array(dt, "area", np.float64), *_labelled(pl.concat([
+                               gt.select("image_id", "category_id"), negative]), categories),
+                           categories.shape[0], max_dets)
+    return gt, dt if rows.shape[0] == dt.height else take_rows(dt, rows)
 
 
-def _cap_per_image(dt: pl.DataFrame, max_dets: int) -> pl.DataFrame:
-    """``LVISResults.limit_dets_per_image``: the ``max_dets`` best of each image, ``sorted(key=score, reverse=True)``
-    (stable: file order breaks ties); only the images above the cap are sorted."""
-    crowded = dt.group_by("image_id").len().filter(pl.col("len") > max_dets).get_column("image_id")
-    if not crowded.len():
-        return dt
-    over = pl.col("image_id").is_in(crowded.implode())
-    score = pl.col("score") + 0.0  # -0.0 ties with 0.0, as in Python's sort
-    ranked = dt.filter(over).sort([pl.col("image_id"), score, pl.col("det_id")], descending=[False, True, False])
-    image = column_array(ranked, "image_id")
-    return pl.concat([dt.filter(~over), ranked.filter(rank_in_group(image, np.zeros_like(image)) < max_dets)])
+def _labelled(pairs: pl.DataFrame, categories: np.ndarray) -> tuple:
+    """``(image_id, category index)`` arrays of a frame of pairs (the index in ``categories``, −1 if not there)."""
+    return column_array(pairs, "image_id"), category_index(categories, column_array(pairs, "category_id"))
 
 
-def not_exhaustive(dt_matches: pl.DataFrame, flagged_pairs: pl.DataFrame, n_thr: int) -> pl.DataFrame:
+@numba.njit(cache=True, nogil=True, inline="always")
+def _slot(keys, slots, key):
+    """Where ``key`` is, or would go, in an open-addressing table (``keys``; ``slots`` −1 where empty): Fibonacci
+    hashing, linear probing."""
+    mask = keys.shape[0] - 1
+    at = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+    while slots[at] >= 0 and keys[at] != key:
+        at = (at + 1) & mask
+    return at
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _table(n):
+    """An empty table (``keys``, ``slots``) for ``n`` keys, at most half full."""
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    return np.empty(size, np.int64), np.full(size, -1, np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _distinct(values):
+    """``(index, n, keys, slots)``: each value's index among the distinct values (in order of first appearance), their
+    number and the hash table that finds them (``slots[_slot(keys, slots, v)]``: v's index, −1 if absent)."""
+    keys, slots = _table(values.shape[0])
+    index = np.empty(values.shape[0], np.int64)
+    n = 0
+    for i in range(values.shape[0]):
+        at = _slot(keys, slots, values[i])
+        if slots[at] < 0:
+            keys[at], slots[at] = values[i], n
+            n += 1
+        index[i] = slots[at]
+    return index, n, keys, slots
+
+
+@numba.njit(cache=True, nogil=True)
+def _pairs_known(index, cat, keys, slots, set_image, set_cat, n_cat):
+    """Whether each row's (image, category) is one of the set's pairs; rows' images as :func:`_distinct`'s
+    ``index`` of its table ``keys, slots``, categories as indices (−1: none)."""
+    pair_keys, pair_slots = _table(set_image.shape[0])
+    for j in range(set_image.shape[0]):
+        image = slots[_slot(keys, slots, set_image[j])]
+        if image >= 0 and set_cat[j] >= 0:
+            key = image * n_cat + set_cat[j]
+            at = _slot(pair_keys, pair_slots, key)
+            pair_keys[at], pair_slots[at] = key, 0
+    known = np.zeros(index.shape[0], np.bool_)
+    for i in range(index.shape[0]):
+        if cat[i] >= 0:
+            known[i] = pair_slots[_slot(pair_keys, pair_slots, index[i] * n_cat + cat[i])] >= 0
+    return known
+
+
+@numba.njit(cache=True, nogil=True)
+def _pairs_in(image, cat, set_image, set_cat, n_cat):
+    """Whether each ``(image[i], cat[i])`` is one of the ``(set_image, set_cat)`` pairs (categories as indices, −1:
+    none)."""
+    index, _, keys, slots = _distinct(image)
+    return _pairs_known(index, cat, keys, slots, set_image, set_cat, n_cat)
+
+
+@numba.njit(cache=True, nogil=True)
+def _federated_kept(image, cat, score, det_id, area, known_image, known_cat, n_cat, max_dets):
+    """The rows (ascending) of the detections lvis-api evaluates: each image's ``max_dets`` best (``LVISResults.
+    limit_dets_per_image``: ``sorted(key=score, reverse=True)``, stable, so file order, ``det_id``, breaks ties;
+    counted over every detection), then of an evaluated category (index ``cat`` ≥ 0), of area in (0, inf) and
+    of a category known on the image (one of the ``known`` pairs: kept ground truths' and negative ones)."""
+    n = image.shape[0]
+    index, n_images, keys, slots = _distinct(image)
+    starts = np.zeros(n_images + 1, np.int64)
+    for i in index:
+        starts[i + 1] += 1
+    capped = np.ones(n, np.bool_)
+    if n_images and starts.max() > max_dets:  # the crowded images' rows, grouped by image (a counting sort)
+        for k in range(n_images):
+            starts[k + 1] += starts[k]
+        fill, rows, buffer = starts[:-1].copy(), np.empty(n, np.int64), np.empty(n, np.int64)
+        for i in range(n):
+            rows[fill[index[i]]] = i
+            fill[index[i]] += 1
+        for k in range(n_images):
+            if starts[k + 1] - starts[k] > max_dets:
+                sort_rows(rows[starts[k]:starts[k + 1]], buffer, score, det_id, det_id, True)
+                capped[rows[starts[k] + max_dets:starts[k + 1]]] = False
+    known = _pairs_known(index, cat, keys, slots, known_image, known_cat, n_cat)
+    kept = np.empty(n, np.int64)
+    m = 0
+    for i in range(n):
+        if capped[i] and known[i] and area[i] > 0 and area[i] < np.inf:
+            kept[m] = i
+            m += 1
+    return kept[:m]
+
+
+def not_exhaustive(dt_matches: pl.DataFrame, flagged_pairs: pl.DataFrame, n_thr: int,
+                   categories: np.ndarray) -> pl.DataFrame:
     """lvis-api ``evaluate_img``: where the image's ``not_exhaustive_category_ids`` list the category (a pair of
     ``flagged_pairs``), a detection without a true match (unmatched, or matched to ground-truth id 0) is ignored at
-    every threshold and area range."""
-    flagged = (dt_matches.select("image_id", "category_id").with_row_index()
-               .join(flagged_pairs, on=["image_id", "category_id"], how="semi")
-               .get_column("index").to_numpy())
+    every threshold and area range. ``categories``: :func:`federated`'s."""
+    flagged = np.flatnonzero(_pairs_in(*_labelled(dt_matches, categories), *_labelled(flagged_pairs, categories),
+                                       categories.shape[0]))
     if not flagged.size:
         return dt_matches
     tp = dt_matches.get_column("tp_bits").to_numpy()

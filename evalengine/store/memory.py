@@ -15,14 +15,17 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+import numba
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from evalengine import schema
+from evalengine.arrow import arrow_array
 from evalengine.store.build import create_store, run_row
 from evalengine.store.layout import StoreLayout, damaged, open_layout
 from evalengine.store.paths import PROTOCOL_FILE, StorePaths, shard_file
-from evalengine.store.shards import scan_shards, split_by_shard, write_batches
+from evalengine.store.shards import scan_shards, write_batches
 from evalengine.store.sharding import shard_of
 from evalengine.store.tags import check_tags
 
@@ -31,32 +34,84 @@ ROOT = PurePosixPath("<memory>")
 
 class MemoryShards:
     """:class:`~evalengine.store.shards.ShardWriter`'s twin: each shard's rows, in the order they come, as one frame in
-    ``files`` under the name of the file the writer would write."""
+    ``files`` under the name of the file the writer would write.
+
+    The frames written are held as they come (Arrow, the store's types) with their rows' shards; :meth:`close` moves
+    every column once into one shard-ordered array (a stable counting scatter: each shard keeps the input's order),
+    column by column so that the input is freed as it goes, and each shard's frame is a slice of it (no copy)."""
 
     def __init__(self, folder, n_shards: int, table_schema: dict, files: dict):
         self.folder, self.n_shards, self.files = folder, n_shards, files
         self.arrow_schema = pl.DataFrame(schema=table_schema).to_arrow().schema
-        self.parts = [[] for _ in range(n_shards)]
+        self.tables, self.shards = [], []
         self.rows = 0
 
     def write(self, frame: pl.DataFrame) -> None:
-        table, bounds, nonempty = split_by_shard(frame, self.n_shards, self.arrow_schema)
-        for k in nonempty:
-            self.parts[k].append(table.slice(bounds[k], bounds[k + 1] - bounds[k]))
+        if frame.height:
+            self.tables.append(frame.to_arrow().cast(self.arrow_schema))
+            self.shards.append(shard_of(frame.get_column("image_id").to_numpy(), self.n_shards))
         self.rows += frame.height
 
     def __enter__(self) -> "MemoryShards":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.parts = []  # nothing is kept of a failed write
+        self.tables, self.shards = [], []  # nothing is kept of a failed write
 
     def close(self) -> int:
-        for k, parts in enumerate(self.parts):
-            table = pa.concat_tables(parts) if parts else self.arrow_schema.empty_table()
+        places, starts = shard_places(np.concatenate(self.shards) if self.shards else np.zeros(0, np.int32),
+                                      self.n_shards)
+        self.shards = []
+        columns = []
+        for name in self.arrow_schema.names:
+            chunks = [table.column(name) for table in self.tables]
+            self.tables = [table.drop_columns([name]) for table in self.tables]  # freed as it goes
+            columns.append(_in_shard_order(chunks, places, self.arrow_schema.field(name).type))
+        table = pl.from_arrow(pa.Table.from_arrays(columns, schema=self.arrow_schema), rechunk=False)
+        for k in range(self.n_shards):
             # one chunk: a column then reads as a NumPy array without a copy (the shard tasks read each several times)
-            self.files[str(shard_file(self.folder, k))] = pl.from_arrow(table, rechunk=True)
+            self.files[str(shard_file(self.folder, k))] = table.slice(starts[k], starts[k + 1] - starts[k])
         return self.rows
+
+
+@numba.njit(cache=True, nogil=True)
+def shard_places(shards, n_shards):
+    """``(places, starts)``: each row's place when rows are grouped by shard, stably (a counting sort), and where
+    each shard starts (shard ``k``: ``starts[k]:starts[k + 1]``)."""
+    starts = np.zeros(n_shards + 1, np.int64)
+    for k in shards:
+        starts[k + 1] += 1
+    for k in range(n_shards):
+        starts[k + 1] += starts[k]
+    fill = starts[:-1].copy()
+    places = np.empty(shards.shape[0], np.int64)
+    for i in range(shards.shape[0]):
+        places[i] = fill[shards[i]]
+        fill[shards[i]] += 1
+    return places, starts
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter(out, values, places):
+    for i in range(values.shape[0]):
+        out[places[i]] = values[i]
+
+
+def _in_shard_order(chunks: list, places: np.ndarray, arrow_type) -> pa.Array:
+    """One column's chunks (in input order) moved to their rows' ``places``: numbers and flags without nulls
+    through NumPy, the others (masks, lists, nulls) by Arrow's take."""
+    chunks = [chunk for column in chunks for chunk in column.chunks]
+    plain = (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_boolean(arrow_type))
+    if not plain or any(chunk.null_count for chunk in chunks):
+        order = np.empty(places.shape[0], np.int64)
+        order[places] = np.arange(places.shape[0])
+        return pa.chunked_array(chunks, arrow_type).take(arrow_array(order)).combine_chunks()
+    out = np.empty(places.shape[0], arrow_type.to_pandas_dtype())
+    offset = 0
+    for chunk in chunks:
+        _scatter(out, chunk.to_numpy(zero_copy_only=False), places[offset:offset + len(chunk)])
+        offset += len(chunk)
+    return arrow_array(out)
 
 
 @dataclass(frozen=True, repr=False)

@@ -148,3 +148,58 @@ def test_processes_scheduler_equals_threads(tmp_path):
     processes = evaluate_lvis(*files, n_shards=3, scheduler="processes", workers=2)
     assert not threads.layout.persistent and processes.layout.persistent
     assert processes.results() == threads.results() == pytest.approx(lvis_api(gt, dt).results, abs=1e-12)
+
+
+def _federated_by_polars(gt, dt, negative, categories, max_dets):
+    """The detections lvis-api keeps, by Polars joins (the rules as written): the per-image cap by a stable sort of
+    the whole shard, then the category and area filters, then a semi-join with the known (image, category) pairs."""
+    import polars as pl
+
+    kept = pl.col("category_id").is_in(pl.Series(categories).implode()) & (pl.col("area") > 0) & (
+        pl.col("area") < np.inf)
+    gt = gt.filter(kept)
+    ranked = dt.with_columns((pl.col("score") + 0.0).alias("key")).sort(
+        ["image_id", "key", "det_id"], descending=[False, True, False]).with_columns(
+        pl.int_range(pl.len()).over("image_id").alias("rank"))
+    known = pl.concat([negative, gt.select("image_id", "category_id")])
+    return (ranked.filter(pl.col("rank") < max_dets).filter(kept)
+            .join(known, on=["image_id", "category_id"], how="semi").sort("det_id").get_column("det_id").to_list())
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_federated_kernel_equals_the_joins(seed):
+    """The fused shard kernel (cap, filters, federated semi-join) and the not-exhaustive lookup against Polars joins
+    on random shards: ids of any sign and size, crowded images with tied scores (and −0.0 against 0.0) at the cut,
+    areas of 0, inf and NaN, categories outside the evaluated ones, duplicate label pairs."""
+    import polars as pl
+
+    from evalengine.match.lvis import _pairs_in, federated
+    from evalengine.match.score_order import category_index
+
+    rng = np.random.default_rng(seed)
+    images = rng.choice(np.array([-(2**62), -3, 0, 5, 2**40, 2**62 + 7, *rng.integers(-10**6, 10**6, 30)]), 12)
+    categories = np.unique(rng.choice(np.array([-5, 0, 3, 2**50, *rng.integers(1, 1000, 40)]), 20))
+    pool = np.concatenate([categories, [7777, -99]])
+    n = int(rng.integers(0, 3000))
+    dt = pl.DataFrame({"det_id": np.arange(n) + 1, "image_id": rng.choice(images, n),
+                       "category_id": rng.choice(pool, n),
+                       "score": rng.choice([-0.0, 0.0, 0.25, 0.5, *rng.random(4)], n),
+                       "area": rng.choice([0.0, np.inf, np.nan, 1.0, 2.5, 900.0], n)})
+    m = int(rng.integers(0, 200))
+    gt = pl.DataFrame({"image_id": rng.choice(images, m), "category_id": rng.choice(pool, m),
+                       "area": rng.choice([0.0, 4.0, np.inf], m), "iscrowd": rng.random(m) < 0.5})
+    pairs = {side: pl.DataFrame({"image_id": rng.choice(images, k), "category_id": rng.choice(pool, k)})
+             for side, k in (("negative", int(rng.integers(0, 60))), ("flagged", int(rng.integers(0, 60))))}
+    max_dets = int(rng.choice([1, 5, 40, 300]))
+    kept_gt, kept_dt = federated(gt, dt, pairs["negative"], categories, max_dets)
+    assert kept_dt.get_column("det_id").to_list() == _federated_by_polars(gt, dt, pairs["negative"], categories,
+                                                                           max_dets)
+    assert not kept_gt.get_column("iscrowd").any() and kept_gt.height == gt.filter(
+        pl.col("category_id").is_in(pl.Series(categories).implode()) & (pl.col("area") > 0)
+        & (pl.col("area") < np.inf)).height
+    flagged = _pairs_in(dt.get_column("image_id").to_numpy(), category_index(categories, dt.get_column(
+        "category_id").to_numpy()), pairs["flagged"].get_column("image_id").to_numpy(), category_index(
+        categories, pairs["flagged"].get_column("category_id").to_numpy()), categories.shape[0])
+    expected = dt.with_row_index().join(pairs["flagged"].filter(pl.col("category_id").is_in(
+        pl.Series(categories).implode())), on=["image_id", "category_id"], how="semi").get_column("index")
+    assert np.flatnonzero(flagged).tolist() == expected.to_list()
