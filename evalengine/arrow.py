@@ -16,3 +16,30 @@ def arrow_array(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array
     validity = None if valid is None else _bits(np.asarray(valid, bool).reshape(-1))
     data = _bits(values) if values.dtype == np.bool_ else pa.py_buffer(values)
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [validity, data])
+
+
+def list_lengths(array, null_length: int = 0) -> np.ndarray:
+    """The lengths of a list array's rows (``null_length`` for a null row) as int64, read from its offsets:
+    ``pc.fill_null`` with a Python value makes a ``pa.scalar``, which imports pandas."""
+    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    lengths = np.diff(numpy_view(array.offsets)).astype(np.int64)
+    if array.null_count:
+        lengths[~valid_flags(array)] = null_length
+    return lengths
+
+
+def numpy_view(array: pa.Array) -> np.ndarray:
+    """A primitive Arrow array without nulls as a NumPy view of its buffer (``Array.to_numpy`` imports pandas)."""
+    if array.null_count:
+        raise ValueError("an array with nulls has no NumPy view")
+    dtype = np.dtype(array.type.to_pandas_dtype())
+    return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize)
+
+
+def valid_flags(array: pa.Array) -> np.ndarray:
+    """Whether each row of an Arrow array is not null, as booleans."""
+    bitmap = array.buffers()[0]
+    if bitmap is None:
+        return np.ones(len(array), bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")
+    return bits[array.offset:array.offset + len(array)].astype(bool)

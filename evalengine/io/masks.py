@@ -13,6 +13,7 @@ an RLE whose size is not its image's (it uses the RLE's) or whose counts do not 
 string that is not one; and as pycocotools, a first polygon of fewer than 4 numbers.
 """
 
+import functools
 import io
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalengine import schema
-from evalengine.arrow import arrow_array
+from evalengine.arrow import arrow_array, list_lengths
 from evalengine.errors import InputError
 from evalengine.io import rle
 from evalengine.io.json_segmentation import COLUMNS as PARSED, COMPRESSED, POLYGONS, UNCOMPRESSED
@@ -52,13 +53,19 @@ class Masks:
         mask)."""
         return rle.decode_strings(self.columns.get_column("mask_rle").to_arrow())
 
+    @functools.cached_property
+    def _decoded(self) -> tuple:
+        """:func:`evalengine.io.rle.decode_rows` of every row: runs, box and area in one pass, once."""
+        n = self.columns.height
+        return rle.decode_rows(self.columns.get_column("mask_rle").to_arrow(), np.arange(n), self.height, self.width, n)
+
     def area(self) -> np.ndarray:
         """pycocotools ``maskUtils.area`` of each row's mask."""
-        return rle.area(*self.runs())
+        return self._decoded[3]
 
     def bbox(self) -> np.ndarray:
         """pycocotools ``maskUtils.toBbox`` of each row's mask, ``(n, 4)``."""
-        return rle.to_bbox(*self.runs(), self.height, self.width)
+        return self._decoded[2]
 
 
 def _reader_keeps_backslashes() -> bool:
@@ -160,8 +167,7 @@ def _flat(column: pl.Series) -> tuple:
     """``(values, lengths)`` of a list column, a null list (or element) of length -1 (a null value: NaN)."""
     array = column.to_arrow()
     array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
-    lengths = pc.fill_null(pc.list_value_length(array), -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return pc.list_flatten(array), lengths
+    return pc.list_flatten(array), list_lengths(array, -1)
 
 
 def _polygon_masks(rows: pl.DataFrame, path, what: str) -> tuple:
@@ -169,7 +175,7 @@ def _polygon_masks(rows: pl.DataFrame, path, what: str) -> tuple:
     (``rleToString``)."""
     parts, n_parts = _flat(rows.get_column("polygon"))
     coords, part_len = _flat(pl.Series(parts))
-    coords = coords.to_numpy(zero_copy_only=False).astype(np.float64)  # a null coordinate is NaN here
+    coords = pl.Series(coords).to_numpy().astype(np.float64)  # a null coordinate is NaN here
     part_offsets = np.concatenate([[0], np.cumsum(np.maximum(part_len, 0))])
     row_parts = np.concatenate([[0], np.cumsum(n_parts)])
     bad = rle.first_bad_polygon(coords, part_offsets, row_parts) if (part_len >= 0).all() else int(
@@ -207,7 +213,7 @@ def _rle_masks(rows: pl.DataFrame, kind: str, path, what: str) -> tuple:
     h, w = _sizes(rows)
     if kind == "uncompressed":
         values, lengths = _flat(given)
-        values = values.to_numpy(zero_copy_only=False)
+        values = pl.Series(values).to_numpy()
         in_range = (values >= 0) & (values < _UINT32)  # (a null is NaN: not in range)
         if not in_range.all():
             row = int(np.searchsorted(np.cumsum(lengths), np.flatnonzero(~in_range)[0], side="right"))
@@ -256,6 +262,8 @@ def _assembled(frame: pl.DataFrame, polygon: pl.DataFrame, parts: list) -> Masks
 
 
 def _polygons(n: int, polygon: pl.DataFrame) -> pl.Series:
+    if not polygon.height:  # RLE results, as detectron2 writes them: no join
+        return pl.repeat(None, n, dtype=_POLYGON, eager=True).alias("polygon")
     return (pl.DataFrame({"_row": pl.int_range(n, eager=True, dtype=pl.UInt32)})
             .join(polygon.select(pl.col("_row").cast(pl.UInt32), "polygon"), on="_row", how="left",
                   maintain_order="left").get_column("polygon"))

@@ -28,6 +28,7 @@ pycocotools' quirks kept on purpose (each is tested against it):
 import numba
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from evalengine.io.rasterise import poly_rle
 
@@ -47,32 +48,36 @@ def _finish_value(x, k, c, counts, m, base):
     counts[m] = np.uint32(x & _U32)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _decode_one(data, start, end, counts, m):
+    """rleFrString of ``data[start:end]`` into ``counts[m:]``; returns the position after its last run. It ends at NUL
+    as in C, an unfinished last value too (C reads the NUL: ``0 - 48`` gives a last character with the 0x10 bit)."""
+    base, x, k = m, np.int64(0), 0
+    for p in range(start, end):
+        if data[p] == 0:
+            break
+        c = (np.int64(data[p]) - 48) & 0x3F
+        x |= (c & 0x1F) << min(5 * k, 63)
+        k += 1
+        if not c & 0x20:
+            _finish_value(x, k, c, counts, m, base)
+            m, x, k = m + 1, np.int64(0), 0
+    if k:
+        x |= np.int64(0x10) << min(5 * k, 63)
+        _finish_value(x, k + 1, 0x10, counts, m, base)
+        m += 1
+    return m
+
+
 @numba.njit(cache=True, nogil=True)
 def _decode_kernel(data, bounds):
-    """rleFrString over every string ``data[bounds[r]:bounds[r + 1]]``: one pass, at most one value per character.
-    A string ends at a NUL, as in C; an unfinished last value ends there too (C reads the NUL: ``0 - 48`` gives a last
-    character with the 0x10 bit)."""
+    """rleFrString over every string ``data[bounds[r]:bounds[r + 1]]``: one pass, at most one value per character."""
     n = bounds.size - 1
     offsets = np.zeros(n + 1, np.int64)
     counts = np.empty(bounds[n] - bounds[0] + n, np.uint32)
-    m = 0
     for r in range(n):
-        base, x, k = m, np.int64(0), 0
-        for p in range(bounds[r], bounds[r + 1]):
-            if data[p] == 0:
-                break
-            c = (np.int64(data[p]) - 48) & 0x3F
-            x |= (c & 0x1F) << min(5 * k, 63)
-            k += 1
-            if not c & 0x20:
-                _finish_value(x, k, c, counts, m, base)
-                m, x, k = m + 1, np.int64(0), 0
-        if k:
-            x |= np.int64(0x10) << min(5 * k, 63)
-            _finish_value(x, k + 1, 0x10, counts, m, base)
-            m += 1
-        offsets[r + 1] = m
-    return counts[:m].copy(), offsets
+        offsets[r + 1] = _decode_one(data, bounds[r], bounds[r + 1], counts, offsets[r])
+    return counts[:offsets[n]].copy(), offsets
 
 
 @numba.njit(cache=True, nogil=True)
@@ -102,11 +107,13 @@ def _encode_kernel(counts, offsets):
 
 
 def _binary_array(strings) -> pa.Array:
-    if isinstance(strings, pa.ChunkedArray):
-        strings = strings.combine_chunks()
-    if isinstance(strings, pa.Array):
-        return strings.cast(pa.large_binary()).fill_null(b"")
-    return pa.array(strings, pa.large_binary()).fill_null(b"")
+    strings = strings.combine_chunks() if isinstance(strings, pa.ChunkedArray) else strings
+    binary = strings.cast(pa.large_binary()) if isinstance(strings, pa.Array) else pa.array(strings, pa.large_binary())
+    if not binary.null_count:
+        return binary
+    empty = pa.Array.from_buffers(pa.large_binary(), len(binary),
+                                  [None, pa.py_buffer(np.zeros(len(binary) + 1, np.int64)), pa.py_buffer(b"")])
+    return pc.coalesce(binary, empty)  # a null is empty (filled from an array: a pa.scalar imports pandas)
 
 
 def _bytes(strings) -> tuple:
@@ -272,6 +279,28 @@ def to_bbox(counts, offsets, h, w) -> np.ndarray:
     """``(n, 4)`` float64 ``[x, y, w, h]`` of each row (pycocotools ``toBbox``)."""
     return _bbox_kernel(np.asarray(counts, np.uint32), np.asarray(offsets, np.int64),
                         np.asarray(h, np.int64), np.asarray(w, np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode_rows_kernel(data, bounds, rows, h, w, n):
+    """String ``i`` decoded as row ``rows[i]`` of ``n``, its box and area computed while its runs are in cache."""
+    counts = np.empty(bounds[-1] - bounds[0] + rows.size, np.uint32)
+    span, box, area = np.zeros((n, 2), np.int64), np.zeros((n, 4)), np.zeros(n, np.int64)
+    m = 0
+    for i in range(rows.size):
+        r, start = rows[i], m
+        m = _decode_one(data, bounds[i], bounds[i + 1], counts, m)
+        span[r, 0], span[r, 1] = start, m
+        bbox_of(counts, start, m, h[r], w[r], box[r])
+        area[r] = counts[start + 1:m:2].sum()  # rleArea: the odd runs
+    return counts[:m], span, box, area
+
+
+def decode_rows(strings, rows, h, w, n: int) -> tuple:
+    """``(counts, span, box, area)`` in one pass: string ``i`` is row ``rows[i]`` of ``n``, its runs (``rleFrString``)
+    ``counts[span[r, 0]:span[r, 1]]``, ``box[r]`` its ``toBbox`` in size ``h[r], w[r]``, ``area[r]`` its ``area``."""
+    data, bounds = _bytes(strings) if len(strings) else (np.zeros(1, np.uint8), np.zeros(1, np.int64))
+    return _decode_rows_kernel(data, bounds, *(np.asarray(a, np.int64) for a in (rows, h, w)), n)
 
 
 @numba.njit(cache=True, nogil=True)

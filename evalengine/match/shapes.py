@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from evalengine import schema
-from evalengine.arrow import arrow_array
+from evalengine.arrow import list_lengths
 from evalengine.errors import ProtocolError, StoreError
 from evalengine.geometry.boundary import boundaries
 from evalengine.geometry.boundary_pr import morph_precision_recall
@@ -72,8 +72,8 @@ def _rows(frame: pl.DataFrame, column: str) -> tuple:
     """``(values, span)`` of a list column: row ``r``'s values are ``values[span[r, 0]:span[r, 1]]`` (none if null)."""
     array = frame.get_column(column).to_arrow()
     array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
-    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False).astype(np.int64)
-    values = pc.list_flatten(array).to_numpy(zero_copy_only=False)
+    lengths = list_lengths(array)
+    values = pl.Series(pc.list_flatten(array)).to_numpy()
     return np.ascontiguousarray(values), spans(np.concatenate([[0], np.cumsum(lengths)]))
 
 
@@ -105,15 +105,14 @@ def _masks(frame: pl.DataFrame, paired: np.ndarray, where: tuple, iou_type: str,
     _refuse(frame, frame.get_column("mask_rle").is_null().to_numpy(), where,
             f"has no 'segmentation', which iou_type '{iou_type}' needs")
     rows = np.flatnonzero(paired)
-    counts, offsets = rle.decode_strings(frame.get_column("mask_rle").to_arrow().take(arrow_array(rows)))
-    h, w = (frame.get_column(c).to_numpy()[rows].astype(np.int64) for c in ("mask_h", "mask_w"))
-    n = frame.height
-    span, box, area = np.zeros((n, 2), np.int64), np.zeros((n, 4)), np.zeros(n, np.int64)
-    span[rows], box[rows], area[rows] = spans(offsets), rle.to_bbox(counts, offsets, h, w), rle.area(counts, offsets)
+    # gathered before Arrow: Polars' to_arrow copies every string of the column it converts
+    strings = frame.get_column("mask_rle").gather(rows).to_arrow()
+    h, w = (frame.get_column(c).fill_null(0).to_numpy().astype(np.int64) for c in ("mask_h", "mask_w"))
+    counts, span, box, area = rle.decode_rows(strings, rows, h, w, frame.height)
     band = None
     if boundary:
-        band_counts, band_offsets = boundaries(counts, offsets, h, w)
-        band_span = np.zeros((n, 2), np.int64)
+        band_counts, band_offsets = boundaries(counts, np.append(span[rows, 0], len(counts)), h[rows], w[rows])
+        band_span = np.zeros((frame.height, 2), np.int64)
         band_span[rows] = spans(band_offsets)
         band = (band_counts, band_span)
     return counts, span, box, area, band

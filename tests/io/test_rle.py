@@ -156,6 +156,31 @@ def test_strings_area_and_bbox_of_encoded_masks_equal_pycocotools():
         assert rle.first_bad_counts(counts, offsets, hs, ws) == -1
 
 
+def test_decode_rows_equals_pycocotools_on_the_rows_asked():
+    """:func:`rle.decode_rows` (one pass: runs, box, area) of a subset of rows, sizes per row, the strings given as a
+    sliced Arrow array with nulls elsewhere: pycocotools' ``rleFrString``, ``toBbox`` and ``area`` of each."""
+    rng = np.random.default_rng(8)
+    for _ in range(60):
+        n = int(rng.integers(1, 15))
+        sizes = [_random_size(rng) for _ in range(n)]
+        encoded = [mask_utils.encode(np.asfortranarray(_random_mask(rng, h, w)[:, :, None]))[0] for h, w in sizes]
+        rows = np.flatnonzero(rng.random(n) < 0.6)
+        given = [encoded[r]["counts"].decode() for r in rows]
+        strings = pa.array(["x", *given, None]).slice(1, len(given))
+        h, w = np.array([s[0] for s in sizes]), np.array([s[1] for s in sizes])
+        counts, span, box, area = rle.decode_rows(strings, rows, h, w, n)
+        for r in range(n):
+            runs = counts[span[r, 0]:span[r, 1]].tolist()
+            if r in rows:
+                assert runs == rle.decode_strings([encoded[r]["counts"]])[0].tolist()
+                np.testing.assert_array_equal(box[r], mask_utils.toBbox(encoded[r]))
+                assert area[r] == mask_utils.area(encoded[r])
+            else:
+                assert runs == [] and box[r].tolist() == [0.0] * 4 and area[r] == 0
+    empty = rle.decode_rows(pa.array([], pa.string()), np.zeros(0, np.int64), np.ones(2), np.ones(2), 2)
+    assert empty[0].size == 0 and empty[1].tolist() == [[0, 0], [0, 0]]
+
+
 def _uncompressed(counts, h, w):
     """pycocotools' string of uncompressed counts (``frUncompressedRLE``)."""
     return mask_utils.frPyObjects({"counts": list(counts), "size": [h, w]}, h, w)
