@@ -28,11 +28,12 @@ import pyarrow as pa
 from evalengine import schema
 from evalengine.arrow import arrow_array
 from evalengine.io.json_scan import list_sample, value_end
+from evalengine.io.json_pieces import kept_pieces
 from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segmentation
-from evalengine.io.json_values import (END, FAIL, FALSE, LIMIT, MORE, NEXT, NULL, TRUE, correctly_rounded, gather,
+from evalengine.io.json_values import (END, FAIL, FALSE, MORE, NEXT, NULL, TRUE, correctly_rounded, gather,
                                        literal, member, next_element, number, numbers_at, room, skip_value, space,
-                                       string_end, whole_integer)
-from evalengine.io.masks import SEGMENTATION
+                                       string_end, usual_key, whole_integer)
+from evalengine.io.masks import PARSED_SEGMENTATION, SEGMENTATION
 
 ANNOTATION = pl.Struct(
     {
@@ -92,22 +93,33 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
     ``slots[k]`` say how and where the value of key ``k`` goes; the box is float columns 0–3."""
     n = buf.shape[0]
     capacity = masks[0].shape[0]
-    ints, int_given = np.empty((n_int, capacity), np.int64), np.empty((n_int, capacity), np.bool_)
-    floats, float_given = np.empty((n_float, capacity), np.float64), np.empty((n_float, capacity), np.bool_)
-    bools, bool_given = np.empty((n_bool, capacity), np.bool_), np.empty((n_bool, capacity), np.bool_)
-    texts, inexact = np.empty((n_text, capacity, 2), np.int64), np.empty((64, 4), np.int64)
+    # (a row's flags are set as its keys are read: none given until then; an object given up on is not returned)
+    ints, int_given = np.empty((n_int, capacity), np.int64), np.zeros((n_int, capacity), np.bool_)
+    floats, float_given = np.empty((n_float, capacity), np.float64), np.zeros((n_float, capacity), np.bool_)
+    bools, bool_given = np.empty((n_bool, capacity), np.bool_), np.zeros((n_bool, capacity), np.bool_)
+    texts, inexact = np.full((n_text, capacity, 2), -1, np.int64), np.empty((64, 4), np.int64)
     other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
     found, spans = np.empty(4, np.float64), np.empty((4, 2), np.int64)
     n_inexact, row = 0, 0
+    n_keys = key_starts.shape[0] - 1
+    follows = np.full(n_keys + 2, -1, np.int64)  # the key seen after each key (after '{': n_keys; another: +1)
     while True:
         status = FAIL  # until the step after this object says otherwise
         p = space(buf, p, n)
         if p >= n or buf[p] != 123 or row == capacity:
             break
-        int_given[:, row], float_given[:, row], bool_given[:, row], texts[:, row, 0] = False, False, False, -1
-        p, seen, n_other, broken = space(buf, p + 1, n), 0, 0, False
+        p, seen, n_other, broken, previous = space(buf, p + 1, n), 0, 0, False, n_keys
         while True:
-            k, p, seen, n_other = member(buf, p, n, key_bytes, key_starts, seen, other_starts, other_ends, n_other)
+            k = follows[previous]
+            length = usual_key(buf, p, n, k, seen, key_bytes, key_starts)
+            if length:
+                p, seen = space(buf, p + length + 2, n), seen | (1 << k)
+                p = space(buf, p + 1, n) if p < n and buf[p] == 58 else -1
+            else:
+                k, p, seen, n_other = member(buf, p, n, key_bytes, key_starts, seen, other_starts, other_ends, n_other)
+                if k >= 0:
+                    follows[previous] = k
+            previous = k if k >= 0 else n_keys + 1
             if p < 0:
                 broken = True
                 break
@@ -261,6 +273,8 @@ class _Table:
 def _segmentations(buf: np.ndarray, pieces: list) -> pl.Series | None:
     """The pieces' segmentations as one column of :data:`evalengine.io.masks.PARSED_SEGMENTATION` (null for none);
     None where a coordinate is not finite."""
+    if not any(piece[11][0][0][:piece[2]].any() for piece in pieces):  # no mask at all (boxes only)
+        return pl.repeat(None, sum(piece[2] for piece in pieces), dtype=PARSED_SEGMENTATION, eager=True)
     parts = []
     for piece in pieces:
         masks, store, used = piece[11]
@@ -275,6 +289,8 @@ def _segmentations(buf: np.ndarray, pieces: list) -> pl.Series | None:
 def _column(values: np.ndarray, given: np.ndarray, dtype) -> pl.Series:
     if given.all():
         return pl.Series(values, dtype=dtype)
+    if not given.any():
+        return pl.repeat(None, len(given), dtype=dtype, eager=True)
     return pl.from_arrow(arrow_array(values, given)).cast(dtype)
 
 
@@ -317,14 +333,7 @@ def _parse_list(table: _Table, data: bytes, buf: np.ndarray, p: int) -> tuple | 
     limits = cuts[1:] + [n + 1]
     with ThreadPoolExecutor(max_workers=len(cuts)) as pool:
         pieces = list(pool.map(lambda k: table.parse(buf, cuts[k], limits[k]), range(len(cuts))))
-    kept = []
-    for k, piece in enumerate(pieces):
-        kept.append(piece)
-        if piece[0] == LIMIT and k + 1 < len(pieces):
-            if piece[1] == cuts[k + 1]:
-                continue
-            kept.append(table.parse(buf, piece[1], n + 1))  # the cut fell inside an annotation: the rest in one piece
-        break
+    kept = kept_pieces(pieces, cuts, lambda at: table.parse(buf, at, n + 1))
     last = kept[-1]
     if last[0] != END:
         return None

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from evalengine import schema
 from evalengine.arrow import arrow_array, list_lengths
@@ -165,6 +164,8 @@ def _decoded(rows: pl.DataFrame, dtype, path, what: str) -> pl.Series:
 
 def _flat(column: pl.Series) -> tuple:
     """``(values, lengths)`` of a list column, a null list (or element) of length -1 (a null value: NaN)."""
+    import pyarrow.compute as pc  # here: a box evaluation never needs it (~0.07 s of a command's start)
+
     array = column.to_arrow()
     array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
     return pc.list_flatten(array), list_lengths(array, -1)

@@ -105,9 +105,11 @@ def _same(a: pl.DataFrame, b: pl.DataFrame) -> None:
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Blocks of 4 KiB, split in two from 1 KiB: many blocks, objects cut at their ends, two pieces each."""
+    """Blocks of 4 KiB, split from 1 KiB as on four cores: many blocks, objects cut at their ends, up to four
+    pieces each (cuts inside a segmentation too)."""
     monkeypatch.setattr(detections, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(json_results, "_PARALLEL_BYTES", 1024)
+    monkeypatch.setattr(json_results, "_WORKERS", 4)
 
 
 @pytest.mark.parametrize("seed", range(40))

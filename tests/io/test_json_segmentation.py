@@ -102,9 +102,11 @@ def test_every_form_is_read_as_the_exact_reader_reads_it(tmp_path, seed):
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """Blocks of 4 KiB, split in two from 1 KiB: objects cut at the blocks' ends, two pieces each."""
+    """Blocks of 4 KiB, split from 1 KiB as on three cores: objects cut at the blocks' ends, up to three pieces each
+    (cuts after a mask's '},' too)."""
     monkeypatch.setattr(detections, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(json_results, "_PARALLEL_BYTES", 1024)
+    monkeypatch.setattr(json_results, "_WORKERS", 3)
 
 
 @pytest.mark.parametrize("seed", [0, 2, 4, 6, 8, 10, 12, 14])
