@@ -56,16 +56,18 @@ def _name_digest(root: str, name: str) -> bytes:
 
 
 def _sources(path: str):
-    """``(path, size, mtime_ns)`` of ``path.py`` or of every ``.py`` file in the folder ``path``."""
+    """``(path, size, mtime_ns)`` of the module ``path.py``, or of every ``.py`` file under the package ``path``."""
     if os.path.isfile(path + ".py"):
         stat = os.stat(path + ".py")
         yield path + ".py", stat.st_size, stat.st_mtime_ns
-        return
-    if not os.path.isdir(path):
-        return
-    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+    elif os.path.isdir(path):
+        yield from _folder_sources(path)
+
+
+def _folder_sources(folder: str):
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         if entry.is_dir() and entry.name != "__pycache__":
-            yield from _sources(entry.path)
+            yield from _folder_sources(entry.path)
         elif entry.name.endswith(".py") and entry.is_file():
             stat = entry.stat()
             yield entry.path, stat.st_size, stat.st_mtime_ns
