@@ -4,7 +4,11 @@
 as Polars frames (``evaluation.summary()``, ``.per_class()``, ``.ap_table()``, ``.per_image_counts()``).
 """
 
+from evalengine import kernel_cache
+
 __version__ = "0.1.0"
+
+kernel_cache.install()  # before any kernel is defined: numba's cache keyed on the sources a kernel can call
 
 __all__ = ["CocoProtocol", "Evaluation", "ProposalEvaluation", "ProposalOrder", "ProposalProtocol", "Store",
            "StreamingEvaluator",

@@ -3,9 +3,9 @@
 - :func:`matching_order`: the detections in matching order — per (category, image) group (per image when
   categories are pooled) by descending score, as pycocotools ``evaluateImg``'s ``np.argsort(-score,
   kind='mergesort')`` over the group's list in file order, cut to ``maxDets[-1]``.
-- :func:`sort_rows`: a stable merge sort of row indices by (descending score, first key, second key), the one
-  comparison both use (the accumulation's ranking by −score, image and rank: :func:`evalengine.metrics.ap.
-  order_by_category`).
+- :func:`sort_rows`: a stable merge sort of row indices by (descending score, first key, second key) (a group's
+  detections); :func:`ranking_order`: the same order as radix passes (the accumulation's ranking by −score, image and
+  rank: :func:`evalengine.metrics.ap.order_by_category`).
 """
 
 import numba
@@ -71,33 +71,71 @@ def sort_rows(rows, buffer, score, first, second, nan_first):
 
 
 @numba.njit(cache=True, nogil=True)
+def descending_key(score):
+    """Integers in the order of :func:`_precedes`' score rule without ``nan_first``: higher scores first, ``-0.0``
+    tying ``0.0``, NaN last (the float's bits made monotone, then negated)."""
+    key = (score + 0.0).view(np.int64)  # + 0.0: a copy, where -0.0 becomes 0.0
+    for i in range(key.shape[0]):
+        if score[i] != score[i]:
+            key[i] = np.iinfo(np.int64).max
+        else:
+            key[i] = ~(key[i] if key[i] >= 0 else key[i] ^ np.int64(0x7FFFFFFFFFFFFFFF))
+    return key
+
+
+@numba.njit(cache=True, nogil=True)
 def by_key(rows, key):
-    """``rows`` stably sorted by ``key[rows]`` (integers): a radix sort over the keys' span, 11 bits a pass (two
-    passes for ids below 4M), NumPy's merge sort where the span overflows."""
+    """``rows`` stably sorted by ``key`` (``key[j]`` belongs to ``rows[j]``): radix passes of 11 bits over the keys'
+    span that move each key with its row, so every pass reads in sequence; NumPy's merge sort where the span
+    overflows."""
     n = rows.shape[0]
     if n == 0:
         return rows
-    low = high = key[rows[0]]
-    for r in rows:
-        low, high = min(low, key[r]), max(high, key[r])
-    span = high - low
+    low = key.min()
+    span = key.max() - low
     if span < 0:  # wider than int64
-        return rows[np.argsort(key[rows], kind="mergesort")]
-    out, src = np.empty(n, np.int64), rows.copy()
-    shift = 0
-    while shift < 63 and (span >> shift) > 0:
-        counts = np.zeros(2049, np.int64)
-        for r in src:
-            counts[((key[r] - low) >> shift & 2047) + 1] += 1
+        return rows[np.argsort(key, kind="mergesort")]
+    n_pass = 0
+    while n_pass * 11 < 63 and (span >> (n_pass * 11)) > 0:
+        n_pass += 1
+    counts = np.zeros((n_pass, 2049), np.int64)
+    src_key = key - low
+    for j in range(n):
+        for p in range(n_pass):
+            counts[p, (src_key[j] >> (11 * p) & 2047) + 1] += 1
+    src, dst, dst_key = rows.copy(), np.empty(n, np.int64), np.empty(n, np.int64)
+    for p in range(n_pass):
+        if counts[p].max() == n:  # one digit for every key: the pass would keep the order
+            continue
         for b in range(2048):
-            counts[b + 1] += counts[b]
-        for r in src:
-            b = (key[r] - low) >> shift & 2047
-            out[counts[b]] = r
-            counts[b] += 1
-        src, out = out, src
-        shift += 11
+            counts[p, b + 1] += counts[p, b]
+        for j in range(n):
+            b = src_key[j] >> (11 * p) & 2047
+            at = counts[p, b]
+            dst[at] = src[j]
+            dst_key[at] = src_key[j]
+            counts[p, b] = at + 1
+        src, dst = dst, src
+        src_key, dst_key = dst_key, src_key
     return src
+
+
+@numba.njit(cache=True, nogil=True)
+def ranking_order(score, first, second):
+    """Row indices stably sorted by (descending score, NaN last, first key, second key): :func:`sort_rows`' order
+    without ``nan_first``, as least-significant-first radix passes (no comparisons to mispredict); the two tie keys in
+    one sort when their spans fit in 62 bits."""
+    rows = np.arange(score.shape[0])
+    if rows.shape[0] == 0:
+        return rows
+    first_low, second_low = first.min(), second.min()
+    first_span, second_span = first.max() - first_low, second.max() - second_low
+    if 0 <= first_span < 1 << 31 and 0 <= second_span < 1 << 31:
+        rows = by_key(rows, (first - first_low) * (second_span + 1) + (second - second_low))
+    else:
+        rows = by_key(rows, second)
+        rows = by_key(rows, first[rows])
+    return by_key(rows, descending_key(score)[rows])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -145,7 +183,8 @@ def category_index(categories, category_id):
 def _matching_order(categories, category_id, image, score, tie, det_id, use_cats, cap):
     """:func:`matching_order` with the evaluated categories sorted and distinct."""
     cat_index = category_index(categories, category_id)
-    rows = by_key(np.flatnonzero(cat_index >= 0), image)
+    rows = np.flatnonzero(cat_index >= 0)
+    rows = by_key(rows, image[rows])
     if use_cats:
         rows = by_category(rows, cat_index, categories.shape[0])[0]
     m = rows.shape[0]

@@ -24,57 +24,61 @@ import polars as pl
 
 from evalengine.errors import EvalEngineError
 from evalengine.match.coco import CocoProtocol
-from evalengine.match.groups import counting_order
-from evalengine.match.score_order import sort_rows
+from evalengine.match.score_order import by_category, ranking_order
 from evalengine.store.spill import spilled_batches
 
 _EPS = np.spacing(1)
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def order_by_category(cat_index, n_cat, score, image_id, rank):
-    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank; then row order): one
-    stable merge sort per category (:func:`~evalengine.match.score_order.sort_rows`). (Any two tie keys work:
-    ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)"""
-    order, starts = counting_order(cat_index, n_cat)
-    for k in numba.prange(n_cat):
-        seg = order[starts[k]:starts[k + 1]]
-        rows = np.arange(seg.shape[0])  # sorted over the category's keys gathered in sequence (cache-friendly)
-        sort_rows(rows, np.empty_like(rows), score[seg], image_id[seg], rank[seg], False)
-        seg[:] = seg[rows]
-    return order, starts
-
-
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _gather(order, rank, tp_bits, ignored_bits, score):
-    """The kernel's inputs in ranking order (one pass, so the kernel then reads memory sequentially)."""
-    n = order.shape[0]
-    rank_out = np.empty(n, np.int64)
-    tp_out = np.empty((n, tp_bits.shape[1]), np.uint64)
-    ignored_out = np.empty((n, tp_bits.shape[1]), np.uint64)
-    score_out = np.empty(n)
-    for j in numba.prange(n):
-        i = order[j]
-        rank_out[j] = rank[i]
-        score_out[j] = score[i]
-        for a in range(tp_bits.shape[1]):
-            tp_out[j, a] = tp_bits[i, a]
-            ignored_out[j, a] = ignored_bits[i, a]
-    return rank_out, tp_out, ignored_out, score_out
+    """Row order grouped by category, each group in pycocotools' order (−score, image id, rank; then row order): the
+    rows in that order (:func:`~evalengine.match.score_order.ranking_order`), grouped stably by category. (Any two
+    tie keys work: ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)"""
+    return by_category(ranking_order(score, image_id, rank), cat_index, n_cat)
 
 
 @numba.njit(cache=True, nogil=True)
 def _grown(events):
     """``events`` with its last axis doubled, the filled part kept."""
-    out = np.empty((events.shape[0], events.shape[1], 2 * events.shape[2]))
-    out[:, :, :events.shape[2]] = events
+    out = np.empty((*events.shape[:-1], 2 * events.shape[-1]))
+    out[..., :events.shape[-1]] = events
     return out
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _interpolated(n_gt, event_precision, event_score, n_ev, n_ranked, first_score, rec_thr, q, qs, want_curve):
+    """pycocotools' sampled precision envelope of one (category, area range, cap, threshold): ``q`` and ``qs`` (the
+    scores, with ``want_curve``) at every recall threshold; 0 from the first one beyond the last recall on (its
+    try/except). The ``e``-th true positive's recall is ``(e + 1) / n_gt``: the reference's ``tp / G`` exactly."""
+    env = event_precision[:n_ev]
+    for e in range(n_ev - 2, -1, -1):
+        if env[e + 1] > env[e]:
+            env[e] = env[e + 1]
+    q[:] = 0.0
+    qs[:] = 0.0
+    e = 0  # searchsorted(recall, R, 'left') as a walk: both increase
+    for r in range(rec_thr.shape[0]):
+        if n_ranked == 0:
+            break
+        if rec_thr[r] <= 0.0:  # searchsorted lands on the first rank
+            q[r] = env[0] if n_ev else 0.0
+            qs[r] = first_score
+            continue
+        while e < n_ev and (e + 1.0) / n_gt < rec_thr[r]:
+            e += 1
+        if e >= n_ev:  # pycocotools' try/except stops at the first miss
+            break
+        q[r] = env[e]
+        if want_curve:
+            qs[r] = event_score[e]
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt, max_dets, n_thr, rec_thr,
+def _accumulate_kernel(order, starts, rank, tp_bits, ignored_bits, scores, n_regular_gt, max_dets, n_thr, rec_thr,
                        want_curve):
-    """Rows ``starts[k]:starts[k+1]`` are category ``k``'s detections in ranking order."""
+    """Rows ``order[starts[k]:starts[k+1]]`` are category ``k``'s detections in ranking order: one pass over them
+    counts every area range, cap and threshold at once."""
     n_cat = starts.shape[0] - 1
     n_area = tp_bits.shape[1]
     n_md = max_dets.shape[0]
@@ -86,77 +90,71 @@ def _accumulate_kernel(starts, rank, tp_bits, ignored_bits, scores, n_regular_gt
     precision = np.full(curve_shape, -1.0)
     score_at = np.full(curve_shape, -1.0)
     for k in numba.prange(n_cat):
-        for a in range(n_area):
-            n_gt = n_regular_gt[k, a]
-            if n_gt == 0:
-                continue
-            tp = np.zeros((n_md, n_thr))
-            fp = np.zeros((n_md, n_thr))  # false positives at some thresholds only; at every one: fp_all
-            fp_all = np.zeros(n_md)
-            n_ranked = np.zeros(n_md, np.int64)
-            first_score = np.zeros(n_md)
-            n_events = np.zeros((n_md, n_thr), np.int64)
-            event_recall = np.empty((n_md, n_thr, n_gt))
-            event_precision = np.empty((n_md, n_thr, n_gt))
-            event_score = np.empty((n_md, n_thr, n_gt))
-            for i in range(starts[k], starts[k + 1]):
-                tp_i = tp_bits[i, a]
-                ignored_i = ignored_bits[i, a]
-                for m in range(n_md):
-                    if rank[i] >= max_dets[m]:
-                        continue
+        n_gt = n_regular_gt[k]
+        capacity = max(1, n_gt.max())
+        tp = np.zeros((n_area, n_md, n_thr))
+        fp = np.zeros((n_area, n_md, n_thr))  # false positives at some thresholds only; at every one: fp_all
+        fp_all = np.zeros((n_area, n_md))
+        n_ranked = np.zeros(n_md, np.int64)
+        first_score = np.zeros(n_md)
+        n_events = np.zeros((n_area, n_md, n_thr), np.int64)
+        event_precision = np.empty((n_area, n_md, n_thr, capacity))
+        event_score = np.empty((n_area, n_md, n_thr, capacity if want_curve else 0))
+        for j in range(starts[k], starts[k + 1]):
+            i = order[j]
+            n_within = 0  # the caps this rank is within: the largest ones (pycocotools cuts each list at its cap)
+            for m in range(n_md):
+                if rank[i] < max_dets[m]:
                     if n_ranked[m] == 0:
                         first_score[m] = scores[i]
                     n_ranked[m] += 1
-                    if tp_i == 0 and ignored_i == 0:  # a false positive at every threshold (the usual case)
-                        fp_all[m] += 1.0
-                        continue
-                    if ignored_i == every_threshold:  # ignored at every one (outside the area range): not counted
+                    n_within += 1
+            if n_within == 0:
+                continue
+            for a in range(n_area):
+                if n_gt[a] == 0:
+                    continue
+                tp_i = tp_bits[i, a]
+                ignored_i = ignored_bits[i, a]
+                if tp_i == 0 and ignored_i == 0:  # a false positive at every threshold (the usual case)
+                    for m in range(n_md):
+                        if rank[i] < max_dets[m]:
+                            fp_all[a, m] += 1.0
+                    continue
+                if ignored_i == every_threshold:  # ignored at every one (outside the area range): not counted
+                    continue
+                for m in range(n_md):
+                    if rank[i] >= max_dets[m]:
                         continue
                     for t in range(n_thr):
                         bit = np.uint64(1) << np.uint64(t)
                         if ignored_i & bit:
                             continue
                         if tp_i & bit:
-                            tp[m, t] += 1.0
-                            e = n_events[m, t]
-                            if e == event_recall.shape[2]:  # more true positives than ground truths (the id-0 quirk)
-                                event_recall = _grown(event_recall)
+                            tp[a, m, t] += 1.0
+                            e = n_events[a, m, t]
+                            if e == event_precision.shape[3]:  # more true positives than ground truths (id-0 quirk)
                                 event_precision = _grown(event_precision)
-                                event_score = _grown(event_score)
-                            event_recall[m, t, e] = tp[m, t] / n_gt
+                                if want_curve:
+                                    event_score = _grown(event_score)
                             # integral counts in floats: fp_all + fp is the reference's count exactly
-                            event_precision[m, t, e] = tp[m, t] / ((fp_all[m] + fp[m, t]) + tp[m, t] + _EPS)
-                            event_score[m, t, e] = scores[i]
-                            n_events[m, t] = e + 1
+                            event_precision[a, m, t, e] = tp[a, m, t] / ((fp_all[a, m] + fp[a, m, t]) + tp[a, m, t]
+                                                                         + _EPS)
+                            if want_curve:
+                                event_score[a, m, t, e] = scores[i]
+                            n_events[a, m, t] = e + 1
                         else:
-                            fp[m, t] += 1.0
-            q = np.empty(n_rec)
-            qs = np.empty(n_rec)
+                            fp[a, m, t] += 1.0
+        q = np.empty(n_rec)
+        qs = np.empty(n_rec)
+        for a in range(n_area):
+            if n_gt[a] == 0:
+                continue
             for m in range(n_md):
                 for t in range(n_thr):
-                    n_ev = n_events[m, t]
-                    recall[k, a, m, t] = tp[m, t] / n_gt if n_ranked[m] else 0.0
-                    env = event_precision[m, t, :n_ev]
-                    for e in range(n_ev - 2, -1, -1):
-                        if env[e + 1] > env[e]:
-                            env[e] = env[e + 1]
-                    q[:] = 0.0
-                    qs[:] = 0.0
-                    e = 0  # searchsorted(recall, R, 'left') as a walk: both increase
-                    for r in range(n_rec):
-                        if n_ranked[m] == 0:
-                            break
-                        if rec_thr[r] <= 0.0:  # searchsorted lands on the first rank
-                            q[r] = env[0] if n_ev else 0.0
-                            qs[r] = first_score[m]
-                            continue
-                        while e < n_ev and event_recall[m, t, e] < rec_thr[r]:
-                            e += 1
-                        if e >= n_ev:  # pycocotools' try/except stops at the first miss
-                            break
-                        q[r] = env[e]
-                        qs[r] = event_score[m, t, e]
+                    recall[k, a, m, t] = tp[a, m, t] / n_gt[a] if n_ranked[m] else 0.0
+                    _interpolated(n_gt[a], event_precision[a, m, t], event_score[a, m, t], n_events[a, m, t],
+                                  n_ranked[m], first_score[m], rec_thr, q, qs, want_curve)
                     ap[k, a, m, t] = q.mean()
                     if want_curve:
                         precision[k, a, m, t, :] = q
@@ -248,8 +246,8 @@ def accumulate_ranked(cat_index, n_cat: int, score, tie_key, rank, tp_bits, igno
     rank = np.asarray(rank).astype(np.int64)
     order, starts = order_by_category(np.asarray(cat_index).astype(np.int64), n_cat, score,
                                       np.asarray(tie_key).astype(np.int64), rank)
-    ranked = _gather(order, rank, tp_bits, ignored_bits, score)
-    return _accumulate_kernel(starts, *ranked, n_regular_gt, np.array(max_dets, dtype=np.int64), n_thr,
+    return _accumulate_kernel(order, starts, rank, np.ascontiguousarray(tp_bits), np.ascontiguousarray(ignored_bits),
+                              score, np.ascontiguousarray(n_regular_gt), np.array(max_dets, dtype=np.int64), n_thr,
                               np.array(recall_thresholds, dtype=np.float64), want_curve)
 
 
