@@ -10,7 +10,7 @@ import tempfile
 import types
 import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -284,16 +284,20 @@ def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, im
     if store is not None:
         replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before parsing
     detections = prefetch(dt_path, masks)  # parsed while the ground truth is read
-    read_gt = _lazy("read_gt")  # the ground truth kept for the next call (evalengine.api.coco)
+    # held in memory, the ground truth is kept for the next call (evalengine.api.coco); a store keeps it instead
+    read_gt = _lazy("read_gt") if store is None else read_coco_gt
     dataset = read_gt(gt_json) if check_gt is None else check_gt(read_gt(gt_json), str(gt_json))
     if image_metadata is not None:
         dataset = _lazy("with_image_metadata")(dataset, image_metadata)
     shards = n_shards or default_shard_count(max(estimate_rows(dt_path), dataset.gt.height))
-    runs = {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)}
     if store is None:
+        runs = {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)}
         return Store(memory_store(dataset.images, dataset.categories, dataset.gt, runs, shards, provenance, progress,
                                   {run: tags or {}}))
-    return Store(create_store(store, dataset.images, dataset.categories, dataset.gt, runs, n_shards=shards,
+    gt = [dataset.gt]  # handed over: written first, then let go (the detections are checked without it)
+    dataset = replace(dataset, gt=dataset.gt.clear())
+    runs = {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)}
+    return Store(create_store(store, dataset.images, dataset.categories, gt, runs, n_shards=shards,
                               provenance=provenance, overwrite=overwrite, progress=progress, tags={run: tags or {}}))
 
 

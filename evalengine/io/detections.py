@@ -193,12 +193,7 @@ def _raw_batches(path: Path, batch_rows: int, prefetched=None, masks: bool = Tru
     elif kind == ".json":
         yield from json_results(path, masks)
     elif kind == ".parquet":
-        try:  # Polars' streaming reader decodes on every core (pyarrow's batch iterator on one: 2.5x slower)
-            lazy = pl.scan_parquet(path)
-            columns = _columns(path, lazy.collect_schema().names())
-            yield from lazy.select(columns).collect_batches(chunk_size=batch_rows)
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from None
+        yield from parquet_batches(path, batch_rows)
     else:
         fields = json_lines_fields(path, _columns)
         yield from parsed_in_parallel(path, {**fields, **{c: t for c, t in result_fields(path, masks).items()
@@ -339,6 +334,30 @@ def _checked_boxes(frame: pl.DataFrame, path: Path, what: str, row: pl.Expr) -> 
     frame = numbers(frame, list(BOX_COLUMNS), path, what, row)
     check_boxes(frame, path, what, row)
     return frame
+
+
+def parquet_batches(path: Path, batch_rows: int) -> Iterator[pl.DataFrame]:
+    """The detection columns of a Parquet file, whole row groups at a time up to ``batch_rows`` rows (a larger row
+    group in slices of that size). One batch is held, each decoded on every core (pyarrow's threads): Polars' streaming
+    reader held ~8 batches ahead (0.6 GiB for 1M-row batches) for 1.7x the CPU."""
+    try:
+        source = pq.ParquetFile(path)
+        columns = _columns(path, source.schema_arrow.names)
+        groups, held = [], 0
+        for k in range(source.metadata.num_row_groups):
+            rows = source.metadata.row_group(k).num_rows
+            if groups and held + rows > batch_rows:
+                yield pl.from_arrow(source.read_row_groups(groups, columns=columns))
+                groups, held = [], 0
+            if rows > batch_rows:
+                for batch in source.iter_batches(batch_rows, row_groups=[k], columns=columns):
+                    yield pl.from_arrow(batch)
+            else:
+                groups, held = groups + [k], held + rows
+        if groups:
+            yield pl.from_arrow(source.read_row_groups(groups, columns=columns))
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
+        raise InputError(f"{path}: not a readable Parquet file ({first_line(exc)})") from None
 
 
 def iter_detections(path, dataset: CocoDataset, batch_rows: int = BATCH_ROWS,

@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import ProtocolError
-from evalengine.metrics.ap import array_values, category_batches, order_by_category, regular_gt_counts
+from evalengine.metrics.ap import (array_values, batch_frames, category_batches, order_by_category,
+                                   regular_gt_counts)
 
 BATCH_ROWS = 4_000_000  # detections held at once
 
@@ -91,7 +92,8 @@ def _partner_iou(frame: pl.DataFrame, protocol, n_area: int, t: int) -> np.ndarr
 def outcome_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category_ids, protocol, t: int = 0,
                     area_ranges: int | None = None, image_ids=None, batch_rows: int = BATCH_ROWS):
     """Yield an :class:`OutcomeBatch` per batch of categories (of the first ``area_ranges`` area ranges; all by
-    default). ``image_ids`` restricts the table to those images (each image is matched on its own)."""
+    default). ``image_ids`` restricts the table to those images (each image is matched on its own). Several batches
+    are split in one pass over the table and spilled to disk (:func:`~evalengine.metrics.ap.batch_frames`)."""
     n_area = area_ranges or len(protocol.area_ranges)
     if t and n_area > 1:
         raise ProtocolError("outcomes per area range need the match table's first IoU threshold "
@@ -107,14 +109,10 @@ def outcome_batches(dt_matches: pl.LazyFrame, gt_matches: pl.LazyFrame, category
     n_gt = regular_gt_counts(gt_matches, category_ids, protocol)[:, :n_area]
     ties = list(protocol.tie_order) + [pl.lit(0, dtype=pl.Int64).alias("_none")] * (2 - len(protocol.tie_order))
     n_area_stored = len(protocol.area_ranges)
-    for k_lo, k_hi in category_batches(dt_matches, category_ids, batch_rows):
-        batch = pl.Series(category_ids[k_lo:k_hi]).implode()
-        # the range lets the reader skip row groups of other categories (rows are grouped by category)
-        frame = (dt_matches.filter(pl.col("category_id").is_between(category_ids[k_lo], category_ids[k_hi - 1])
-                                   & pl.col("category_id").is_in(batch))
-                 .select("category_id", "score", *ties, "tp_bits", "ignored_bits",
-                         "matched_iou" if t else "area_iou")
-                 .collect())
+    columns = ["category_id", "score", *ties, "tp_bits", "ignored_bits", "matched_iou" if t else "area_iou"]
+    batches = category_batches(dt_matches, category_ids, batch_rows)
+    frames = batch_frames(dt_matches, columns, category_ids, batches)
+    for (k_lo, k_hi), frame in zip(batches, frames, strict=True):  # strict: the spill is removed
         outcomes = OutcomeBatch(
             category_ids=category_ids[k_lo:k_hi],
             cat_index=np.searchsorted(category_ids[k_lo:k_hi], frame.get_column("category_id").to_numpy()),

@@ -26,6 +26,8 @@ def create_store(path, images, categories, gt, runs: dict, n_shards: int = 1, pr
                  image_labels=None, category_edges=None) -> StoreLayout:
     """Write a new store atomically, under the store's write lock.
 
+    ``gt``: the ground truth (schema :data:`evalengine.schema.GT` and its source fields), a frame or a list of one
+    that is emptied once written, so that a caller who hands it over holds no ground truth while the runs are read.
     ``runs`` maps a run name to an iterable of detection frames (schema :data:`evalengine.schema.DT`),
     which are sharded and written as they come. ``proposal_runs`` maps a run name to a
     :class:`~evalengine.store.ranking.ProposalRun`. ``progress(n_rows)`` is called after each frame.
@@ -97,8 +99,9 @@ def _write_store(path, images, categories, gt, runs, proposal_runs, n_shards, pr
             write_batches(tmp / IMAGE_LABELS, [extra["image_labels"]], n_shards, schema.IMAGE_LABELS)
         write_table(images, paths.table("images").parent)
         write_table(categories, paths.table("categories").parent)
-        with ShardWriter(paths.gt, n_shards, dict(gt.schema)) as gt_writer:  # schema.GT and extra source fields
-            gt_writer.write(gt)
+        gt = gt if isinstance(gt, list) else [gt]
+        with ShardWriter(paths.gt, n_shards, dict(gt[0].schema)) as gt_writer:
+            gt_writer.write(gt.pop())
             gt_writer.close()
         rows = [run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress), provenance,
                         **run_rows[run]) for run, batches in runs.items()]

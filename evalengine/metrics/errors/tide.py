@@ -35,7 +35,7 @@ from evalengine.errors import EvalEngineError
 from evalengine.match.coco import COCO_RECALL_THRESHOLDS
 from evalengine.match.groups import counting_order
 from evalengine.match.tide import ERRORS, IGNORED, TP
-from evalengine.metrics.ap import ACCUMULATE_BATCH_ROWS, category_batches
+from evalengine.metrics.ap import ACCUMULATE_BATCH_ROWS, batch_frames, category_batches
 
 SPECIAL = ("FalsePos", "FalseNeg")
 _RECALL_BINS = 101  # tidecv's resolution 100: recall 0, 0.01, …, 1
@@ -159,19 +159,25 @@ def _class_counts(gt: pl.LazyFrame, classes: np.ndarray) -> np.ndarray:
             .select("n", "kept", "used").fill_null(0).to_numpy().astype(np.int64).reshape(-1, 3))
 
 
-def _batch_rows(dt: pl.LazyFrame, batch: np.ndarray, image_rank: pl.LazyFrame) -> pl.DataFrame:
-    """The points of a batch of classes: its detections, and a copy of every fixed error of another class whose fix
-    counts in one of them (``moved``); each with its image's ``image_rank`` (the first tie key)."""
-    classes = pl.Series(batch).implode()
-    columns = ("category_id", "image_id", "det_id", "score", "outcome", "error", "fix_category_id")
-    # the range lets the reader skip row groups of other classes (the table is grouped by class)
-    own = dt.filter(pl.col("category_id").is_between(batch[0], batch[-1]) & pl.col("category_id").is_in(classes))
-    moved = dt.filter(pl.col("fix_category_id").is_in(classes) & (pl.col("fix_category_id") != pl.col("category_id")))
-    rows = pl.concat([own.select(*columns, pl.lit(False).alias("moved")),
-                      moved.select(*columns, pl.lit(True).alias("moved"))
-                      .with_columns(pl.col("fix_category_id").alias("category_id"))])
-    index = pl.LazyFrame({"category_id": batch, "cat_index": np.arange(batch.shape[0])})
-    return rows.join(image_rank, on="image_id", how="left").join(index, on="category_id", how="left").collect()
+_POINT_COLUMNS = ["category_id", "image_id", "det_id", "score", "outcome", "error", "fix_category_id", "moved"]
+
+
+def _points(dt: pl.LazyFrame) -> pl.LazyFrame:
+    """The points of every class: its detections, and a copy of every fixed error of another class whose fix counts in
+    it (``moved``, with that class as ``category_id``); a sharded table keeps its ``shard`` (read a shard at a
+    time)."""
+    shard = ["shard"] if "shard" in dt.collect_schema() else []
+    own = dt.select(*_POINT_COLUMNS[:-1], pl.lit(False).alias("moved"), *shard)
+    moved = (dt.filter(pl.col("fix_category_id") != pl.col("category_id"))
+             .select(pl.col("fix_category_id").alias("category_id"), *_POINT_COLUMNS[1:-1], pl.lit(True).alias("moved"),
+                     *shard))
+    return pl.concat([own, moved])
+
+
+def _with_ranks(rows: pl.DataFrame, batch: np.ndarray, image_rank: pl.DataFrame) -> pl.DataFrame:
+    """The points of a batch of classes with their image's ``image_rank`` (the first tie key) and ``cat_index``."""
+    index = pl.DataFrame({"category_id": batch, "cat_index": np.arange(batch.shape[0])})
+    return rows.join(image_rank, on="image_id", how="left").join(index, on="category_id", how="left")
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -212,19 +218,21 @@ def tide_errors(dt: pl.LazyFrame, gt: pl.LazyFrame, images: pl.LazyFrame, matchi
                 batch_rows: int = ACCUMULATE_BATCH_ROWS) -> TideResult:
     """ΔAP and counts of every TIDE error from the ``tide`` match table's ``dt`` and ``gt`` sides and the ``images``
     table (its row order is the ground-truth file's image order), with the AP of ``matching``'s convention. The
-    classes are read in batches of at most ``batch_rows`` detections: memory does not grow with the run."""
-    dt = dt.select("category_id", "image_id", "det_id", "score", "outcome", "error", "fix_category_id")
+    classes are read in batches of at most ``batch_rows`` detections, split in one pass over the table and spilled to
+    disk (:func:`~evalengine.metrics.ap.batch_frames`): memory does not grow with the run."""
     gt = gt.select("category_id", "used", "missed")
     classes = (pl.concat([dt.select("category_id"), gt.select("category_id")]).unique().sort("category_id")
                .collect().get_column("category_id").to_numpy())
     n_gt = _class_counts(gt, classes)
     # tidecv's ties: (image in ground-truth file order, file order); pycocotools': (image id, rank = file order)
     images = images.select("image_id") if matching == "tide" else images.select("image_id").sort("image_id")
-    image_rank = images.with_row_index("image_rank").collect().lazy()
+    image_rank = images.with_row_index("image_rank").collect()
     aps, n_points = np.zeros((classes.shape[0], len(VARIANTS))), np.zeros((classes.shape[0], len(VARIANTS)), np.int64)
     counts = np.zeros(len(ERRORS), np.int64)  # by error code (0: none)
-    for k_lo, k_hi in category_batches(dt, classes, batch_rows):
-        rows = _batch_rows(dt, classes[k_lo:k_hi], image_rank)
+    batches = category_batches(dt, classes, batch_rows)
+    frames = batch_frames(_points(dt), _POINT_COLUMNS, classes, batches)
+    for (k_lo, k_hi), rows in zip(batches, frames, strict=True):  # strict: the spill is removed
+        rows = _with_ranks(rows, classes[k_lo:k_hi], image_rank)
         order, starts = _push_order(rows, classes[k_lo:k_hi])
         outcome, error, moved = (rows.get_column(c).to_numpy() for c in ("outcome", "error", "moved"))
         fix_here = (rows.get_column("fix_category_id") == rows.get_column("category_id")).fill_null(False).to_numpy()
