@@ -28,10 +28,18 @@ def list_lengths(array, null_length: int = 0) -> np.ndarray:
     return lengths
 
 
+def _unpacked(bitmap: pa.Buffer, offset: int, n: int) -> np.ndarray:
+    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")
+    return bits[offset:offset + n].astype(bool)
+
+
 def numpy_view(array: pa.Array) -> np.ndarray:
-    """A primitive Arrow array without nulls as a NumPy view of its buffer (``Array.to_numpy`` imports pandas)."""
+    """A primitive Arrow array without nulls as a NumPy view of its buffer (``Array.to_numpy`` imports pandas);
+    booleans, bit-packed in Arrow, as an unpacked copy."""
     if array.null_count:
         raise ValueError("an array with nulls has no NumPy view")
+    if pa.types.is_boolean(array.type):
+        return _unpacked(array.buffers()[1], array.offset, len(array))
     dtype = np.dtype(array.type.to_pandas_dtype())
     return np.frombuffer(array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize)
 
@@ -41,5 +49,4 @@ def valid_flags(array: pa.Array) -> np.ndarray:
     bitmap = array.buffers()[0]
     if bitmap is None:
         return np.ones(len(array), bool)
-    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")
-    return bits[array.offset:array.offset + len(array)].astype(bool)
+    return _unpacked(bitmap, array.offset, len(array))

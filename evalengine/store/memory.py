@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from evalengine import schema
-from evalengine.arrow import arrow_array
+from evalengine.arrow import arrow_array, numpy_view
 from evalengine.store.build import create_store, run_row
 from evalengine.store.layout import StoreLayout, damaged, open_layout
 from evalengine.store.paths import PROTOCOL_FILE, StorePaths, shard_file
@@ -109,7 +109,7 @@ def _in_shard_order(chunks: list, places: np.ndarray, arrow_type) -> pa.Array:
     out = np.empty(places.shape[0], arrow_type.to_pandas_dtype())
     offset = 0
     for chunk in chunks:
-        _scatter(out, chunk.to_numpy(zero_copy_only=False), places[offset:offset + len(chunk)])
+        _scatter(out, numpy_view(chunk), places[offset:offset + len(chunk)])
         offset += len(chunk)
     return arrow_array(out)
 
