@@ -232,40 +232,49 @@ class _Table:
                                            self.counts[_STRING], masks, store, used)
         return (*parsed, (masks, store, used))
 
-    def frame(self, buf: np.ndarray, pieces: list) -> tuple | None:
-        """The columns of the parsed ``pieces`` as the exact reader's frame without its box, and the box (``x, y, w,
-        h``: what :func:`evalengine.io.validate.split_bbox` makes of it); None where a number overflows."""
-        ints, int_given, floats, float_given, bools, bool_given, texts = (
-            np.concatenate([piece[k] for piece in pieces], axis=1) for k in range(3, 10))
-        offset, inexact = 0, []
+    def resolve(self, buf: np.ndarray, pieces: list) -> tuple | None:
+        """What of the parsed ``pieces`` needs the file's bytes: their inexact floats correctly rounded in place, the
+        segmentation column and the string columns; None where a number overflows. After it, :meth:`frame` needs
+        only the pieces (the bytes can go)."""
         for piece in pieces:
-            inexact.append(piece[10] + np.array([0, 0, 0, offset]))
-            offset += piece[2]
-        inexact = np.concatenate(inexact)
-        if len(inexact):
-            converted = correctly_rounded(buf, inexact[:, 0], inexact[:, 1])
-            if converted is None:
-                return None
-            floats[inexact[:, 2], inexact[:, 3]] = converted
+            inexact = piece[10]
+            if len(inexact):
+                converted = correctly_rounded(buf, inexact[:, 0], inexact[:, 1])
+                if converted is None:
+                    return None
+                piece[5][inexact[:, 2], inexact[:, 3]] = converted
         segmentation = _segmentations(buf, pieces)
         if segmentation is None:
             return None
-        rows = texts.shape[1]
-        strings = _strings(buf, texts[:, :, 0].ravel(), texts[:, :, 1].ravel()) if (texts[:, :, 0] >= 0).any() else None
-        columns = {}
-        for names, values, given, dtype in (
-                (["id", "image_id", "category_id", "iscrowd", "ignore", "difficult", *self.columns[_INT]], ints,
-                 int_given, pl.Int64),
-                (["area", *self.columns[_FLOAT]], floats[4:], float_given[4:], pl.Float64),
-                (self.columns[_BOOL], bools, bool_given, pl.Boolean)):
-            columns.update({name: _column(values[k], given[k], dtype) for k, name in enumerate(names)})
-        columns["segmentation"] = segmentation
+        texts = [piece[9] for piece in pieces]
+        rows = sum(piece[2] for piece in pieces)
+        strings = {}
         for k, name in enumerate(self.columns[_STRING]):
-            columns[name] = (pl.from_arrow(strings[k * rows:(k + 1) * rows]) if (texts[k, :, 0] >= 0).any()
+            starts, ends = (np.concatenate([text[k, :, j] for text in texts]) for j in (0, 1))
+            strings[name] = (pl.from_arrow(_strings(buf, starts, ends)) if (starts >= 0).any()
                              else pl.repeat(None, rows, dtype=pl.String, eager=True))
+        for piece in pieces:
+            piece[9] = piece[10] = piece[11] = None  # (the segmentations' outputs: up to 17 bytes a row)
+        return segmentation, strings
+
+    def frame(self, pieces: list, segmentation: pl.Series, strings: dict) -> tuple:
+        """The columns of the parsed ``pieces`` (lists, emptied as their columns are built: the peak is the pieces
+        and the columns, no whole copy) as the exact reader's frame without its box, and the box (``x, y, w, h``:
+        what :func:`evalengine.io.validate.split_bbox` makes of it)."""
+        rows = len(segmentation)
+        columns, box = {"segmentation": segmentation, **strings}, {}
+        for names, at, dtype in (
+                (["id", "image_id", "category_id", "iscrowd", "ignore", "difficult", *self.columns[_INT]], 3, pl.Int64),
+                ([*schema.BOX, "area", *self.columns[_FLOAT]], 5, pl.Float64),
+                (self.columns[_BOOL], 7, pl.Boolean)):
+            for k, name in enumerate(names):
+                out = box if at == 5 and k < len(schema.BOX) else columns
+                out[name] = _column(np.concatenate([piece[at][k] for piece in pieces]),
+                                    np.concatenate([piece[at + 1][k] for piece in pieces]), dtype)
+            for piece in pieces:
+                piece[at] = piece[at + 1] = None
         columns.update({name: pl.repeat(None, rows, dtype=dtype, eager=True)
                         for name, dtype in schema.GT_KEYPOINTS.items()})
-        box = {name: _column(floats[k], float_given[k], pl.Float64) for k, name in enumerate(schema.BOX)}
         order = [c for c in ANNOTATION.to_schema() if c != "bbox"] + list(self.extra)
         return pl.DataFrame({name: columns[name].alias(name) for name in order}), pl.DataFrame(box)
 
@@ -309,15 +318,18 @@ _PIECE_BYTES = 2**20  # an annotation list is cut in pieces of at least this siz
 
 
 def _parse_list(table: _Table, data: bytes, buf: np.ndarray, p: int) -> tuple | None:
-    """``(frame, box, end)``: the annotation list at ``p`` (its '[') parsed in pieces on every core (see
-    :meth:`_Table.frame`), and the position after its ']'; None where the kernel gives up. Pieces are cut after a '},'
-    before a '{'; one is kept when the one before ended there (a cut between two annotations), else the rest is one."""
+    """``(pieces, resolved, end)``: the annotation list at ``p`` (its '[') parsed in pieces on every core, what of
+    them needs the bytes (:meth:`_Table.resolve`), and the position after its ']'; None where the kernel gives up.
+    Pieces are cut after a '},' before a '{'; one is kept when the one before ended there (a cut between two
+    annotations), else the rest is one."""
     n = len(buf)
     if p >= n or buf[p] != 91:
         return None
     p = space(buf, p + 1, n)
     if p < n and buf[p] == 93:
-        return *table.frame(buf, [table.parse(buf, p, n + 1)]), p + 1
+        kept = [list(table.parse(buf, p, n + 1))]
+        resolved = table.resolve(buf, kept)
+        return None if resolved is None else (kept, resolved, p + 1)
     workers = min(os.cpu_count() or 1, max((n - p) // _PIECE_BYTES, 1))
     cuts = [p]
     for k in range(1, workers):
@@ -333,12 +345,12 @@ def _parse_list(table: _Table, data: bytes, buf: np.ndarray, p: int) -> tuple | 
     limits = cuts[1:] + [n + 1]
     with ThreadPoolExecutor(max_workers=len(cuts)) as pool:
         pieces = list(pool.map(lambda k: table.parse(buf, cuts[k], limits[k]), range(len(cuts))))
-    kept = kept_pieces(pieces, cuts, lambda at: table.parse(buf, at, n + 1))
-    last = kept[-1]
-    if last[0] != END:
+    kept = [list(piece) for piece in kept_pieces(pieces, cuts, lambda at: table.parse(buf, at, n + 1))]
+    del pieces  # (those not kept)
+    if kept[-1][0] != END:
         return None
-    frames = table.frame(buf, kept)
-    return None if frames is None else (*frames, last[1] + 1)
+    resolved = table.resolve(buf, kept)
+    return None if resolved is None else (kept, resolved, kept[-1][1] + 1)
 
 
 _SAMPLE_BYTES = 4 * 2**20  # what :func:`extra_annotation_fields` reads at most (:func:`list_sample`'s bound)
@@ -354,7 +366,7 @@ def annotation_columns(path: Path) -> tuple | None:
     p = space(buf, 0, n)
     if p >= n or buf[p] != 123:
         return None
-    spans, frames, p = {}, None, space(buf, p + 1, n)
+    spans, pieces, p = {}, None, space(buf, p + 1, n)
     while True:
         end = string_end(buf, p, n) if p < n and buf[p] == 34 else -1
         if end < 0 or b"\\" in data[p:end]:
@@ -369,7 +381,7 @@ def annotation_columns(path: Path) -> tuple | None:
             parsed = _parse_list(table, data, buf, p)
             if parsed is None:
                 return None
-            *frames, p = parsed
+            pieces, resolved, p = parsed
         else:
             p = value_end(buf, p)
         p = space(buf, p, n) if p >= 0 else n
@@ -381,6 +393,7 @@ def annotation_columns(path: Path) -> tuple | None:
         if buf[p] != 44:
             return None
         p = space(buf, p + 1, n)
-    if space(buf, p + 1, n) != n or frames is None:
+    if space(buf, p + 1, n) != n or pieces is None:
         return None
-    return spans, *frames
+    del data, buf  # the file's bytes go before the columns are built
+    return spans, *table.frame(pieces, *resolved)
