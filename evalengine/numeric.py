@@ -1,5 +1,6 @@
-"""NumPy's floating-point summation order, for kernels whose sums must equal a reference's ``np.sum`` to the bit
-(pycocotools' ``computeOks``, the LRP code's localisation error)."""
+"""Kernels below every layer: NumPy's floating-point summation order, for kernels whose sums must equal a
+reference's ``np.sum`` to the bit (pycocotools' ``computeOks``, the LRP code's localisation error), and a stable
+counting sort (rows grouped by a small index: shards, categories, images)."""
 
 import numba
 import numpy as np
@@ -50,3 +51,19 @@ def pairwise_sum(values, lo, n):
             tasks[n_tasks + 2, 0], tasks[n_tasks + 2, 1], tasks[n_tasks + 2, 2] = at, half, 0
             n_tasks += 3
     return sums[0]
+
+
+@numba.njit(cache=True, nogil=True)
+def counting_order(index, n_groups):
+    """``(order, starts)``: the rows grouped by ``index`` (0 … n_groups − 1, ascending), each group in row order (a
+    stable counting sort); group ``k`` is ``order[starts[k]:starts[k + 1]]``."""
+    counts = np.zeros(n_groups + 1, np.int64)
+    for i in index:
+        counts[i + 1] += 1
+    starts = np.cumsum(counts)
+    fill = starts[:-1].copy()
+    order = np.empty(index.shape[0], np.int64)
+    for i in range(index.shape[0]):
+        order[fill[index[i]]] = i
+        fill[index[i]] += 1
+    return order, starts

@@ -4,6 +4,8 @@ chunks in which their similarity blocks are computed and assigned."""
 import numba
 import numpy as np
 
+from evalengine.numeric import counting_order
+
 MAX_BLOCK_CELLS = 1 << 22  # similarity values held at once per shard task (32 MiB of float64)
 
 
@@ -45,22 +47,6 @@ def rank_in_group(image, category):
         same = i and image[i] == image[i - 1] and category[i] == category[i - 1]
         out[i] = out[i - 1] + 1 if same else 0
     return out
-
-
-@numba.njit(cache=True, nogil=True)
-def counting_order(index, n_groups):
-    """``(order, starts)``: the rows grouped by ``index`` (0 … n_groups − 1, ascending), each group in row order (a
-    stable counting sort); group ``k`` is ``order[starts[k]:starts[k + 1]]``."""
-    counts = np.zeros(n_groups + 1, np.int64)
-    for i in index:
-        counts[i + 1] += 1
-    starts = np.cumsum(counts)
-    fill = starts[:-1].copy()
-    order = np.empty(index.shape[0], np.int64)
-    for i in range(index.shape[0]):
-        order[fill[index[i]]] = i
-        fill[index[i]] += 1
-    return order, starts
 
 
 def grouped_by(keys: np.ndarray) -> tuple:

@@ -29,9 +29,8 @@ import numpy as np
 import polars as pl
 
 from evalengine.errors import check_option
-from evalengine.match.groups import counting_order
 from evalengine.metrics.outcomes import outcome_batches, ranked_batches, threshold_index
-from evalengine.numeric import pairwise_sum
+from evalengine.numeric import counting_order, pairwise_sum
 
 SEARCHES = ("rank", "score", "grid")
 COMPARES = (">=", ">")

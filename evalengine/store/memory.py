@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from evalengine import schema
 from evalengine.arrow import arrow_array, numpy_view
+from evalengine.numeric import counting_order
 from evalengine.store.build import create_store, run_row
 from evalengine.store.layout import StoreLayout, damaged, open_layout
 from evalengine.store.paths import PROTOCOL_FILE, StorePaths, shard_file
@@ -59,14 +60,16 @@ class MemoryShards:
         self.tables, self.shards = [], []  # nothing is kept of a failed write
 
     def close(self) -> int:
-        places, starts = shard_places(np.concatenate(self.shards) if self.shards else np.zeros(0, np.int32),
-                                      self.n_shards)
+        order, starts = counting_order(np.concatenate(self.shards) if self.shards else np.zeros(0, np.int32),
+                                       self.n_shards)
         self.shards = []
+        places = np.empty_like(order)
+        places[order] = np.arange(order.shape[0])  # each row's place in shard order
         columns = []
         for name in self.arrow_schema.names:
             chunks = [table.column(name) for table in self.tables]
             self.tables = [table.drop_columns([name]) for table in self.tables]  # freed as it goes
-            columns.append(_in_shard_order(chunks, places, self.arrow_schema.field(name).type))
+            columns.append(_in_shard_order(chunks, order, places, self.arrow_schema.field(name).type))
         table = pl.from_arrow(pa.Table.from_arrays(columns, schema=self.arrow_schema), rechunk=False)
         for k in range(self.n_shards):
             # one chunk: a column then reads as a NumPy array without a copy (the shard tasks read each several times)
@@ -75,36 +78,18 @@ class MemoryShards:
 
 
 @numba.njit(cache=True, nogil=True)
-def shard_places(shards, n_shards):
-    """``(places, starts)``: each row's place when rows are grouped by shard, stably (a counting sort), and where
-    each shard starts (shard ``k``: ``starts[k]:starts[k + 1]``)."""
-    starts = np.zeros(n_shards + 1, np.int64)
-    for k in shards:
-        starts[k + 1] += 1
-    for k in range(n_shards):
-        starts[k + 1] += starts[k]
-    fill = starts[:-1].copy()
-    places = np.empty(shards.shape[0], np.int64)
-    for i in range(shards.shape[0]):
-        places[i] = fill[shards[i]]
-        fill[shards[i]] += 1
-    return places, starts
-
-
-@numba.njit(cache=True, nogil=True)
 def _scatter(out, values, places):
     for i in range(values.shape[0]):
         out[places[i]] = values[i]
 
 
-def _in_shard_order(chunks: list, places: np.ndarray, arrow_type) -> pa.Array:
-    """One column's chunks (in input order) moved to their rows' ``places``: numbers and flags without nulls
-    through NumPy, the others (masks, lists, nulls) by Arrow's take."""
+def _in_shard_order(chunks: list, order: np.ndarray, places: np.ndarray, arrow_type) -> pa.Array:
+    """One column's chunks (in input order) in shard ``order`` (``places``: its inverse, each row's place): numbers
+    and flags without nulls scattered chunk by chunk through NumPy, the others (masks, lists, nulls) by Arrow's
+    take."""
     chunks = [chunk for column in chunks for chunk in column.chunks]
     plain = (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_boolean(arrow_type))
     if not plain or any(chunk.null_count for chunk in chunks):
-        order = np.empty(places.shape[0], np.int64)
-        order[places] = np.arange(places.shape[0])
         return pa.chunked_array(chunks, arrow_type).take(arrow_array(order)).combine_chunks()
     out = np.empty(places.shape[0], arrow_type.to_pandas_dtype())
     offset = 0

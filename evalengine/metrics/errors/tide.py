@@ -33,8 +33,8 @@ import polars as pl
 
 from evalengine.errors import EvalEngineError
 from evalengine.match.coco import COCO_RECALL_THRESHOLDS
-from evalengine.match.groups import counting_order
 from evalengine.match.tide import ERRORS, IGNORED, TP
+from evalengine.numeric import counting_order
 from evalengine.metrics.ap import ACCUMULATE_BATCH_ROWS, batch_frames, category_batches
 
 SPECIAL = ("FalsePos", "FalseNeg")
