@@ -46,12 +46,17 @@ def folder_bytes(path: Path) -> int:
 
 
 class Sampler:
-    """Samples, every ``period`` s until stopped: the summed RSS of ``roots`` and their descendants (peak), each
-    process's own peak RSS, and the bytes under ``folder`` (peak)."""
+    """Samples, every ``period`` s until stopped: the summed RSS of ``roots`` (and their descendants if ``tree``)
+    (peak), each process's own peak RSS, the bytes under ``folder`` (peak) and the growth of the used bytes of the
+    file system holding ``disk`` (peak; a shared disk: others' writes count too). Below ``min_available`` bytes of
+    available memory it kills the sampled processes (``self.starved``)."""
 
-    def __init__(self, roots, folder: Path | None = None, period: float = 0.25):
-        self.roots, self.folder, self.period = roots, folder, period
-        self.tree_peak = self.scratch_peak = 0
+    def __init__(self, roots, folder: Path | None = None, period: float = 0.25, tree: bool = True,
+                 disk: Path | None = None, min_available: float = 0):
+        self.roots, self.folder, self.period, self.tree = roots, folder, period, tree
+        self.disk, self.min_available, self.starved = disk, min_available, False
+        self.disk_base = shutil.disk_usage(disk).used if disk else 0
+        self.tree_peak = self.scratch_peak = self.disk_peak = 0
         self.peaks = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -63,7 +68,7 @@ class Sampler:
             procs = []
             for root in self.roots():
                 try:
-                    procs += [root, *root.children(recursive=True)]
+                    procs += [root, *(root.children(recursive=True) if self.tree else [])]
                 except psutil.Error:
                     pass
             total = 0
@@ -75,42 +80,68 @@ class Sampler:
                 total += rss
                 self.peaks[proc.pid] = max(self.peaks.get(proc.pid, 0), rss)
             self.tree_peak = max(self.tree_peak, total)
+            if psutil.virtual_memory().available < self.min_available:
+                self.starved = True
+                for proc in procs:
+                    try:
+                        proc.kill()
+                    except psutil.Error:
+                        pass
             ticks += 1
-            if self.folder is not None and ticks % 8 == 0:  # every 2 s: a walk of a few thousand files
-                self.scratch_peak = max(self.scratch_peak, folder_bytes(self.folder))
+            if ticks % 8 == 0:  # every 2 s: a walk of a few thousand files
+                self._sizes()
+
+    def _sizes(self):
+        if self.folder is not None:
+            self.scratch_peak = max(self.scratch_peak, folder_bytes(self.folder))
+        if self.disk is not None:
+            self.disk_peak = max(self.disk_peak, shutil.disk_usage(self.disk).used - self.disk_base)
 
     def stop(self):
         self._stop.set()
         self._thread.join()
-        if self.folder is not None:
-            self.scratch_peak = max(self.scratch_peak, folder_bytes(self.folder))
+        self._sizes()
 
 
-def command(argv: list, folder: Path | None, env=None, cluster=None) -> dict:
+def command(argv: list, folder: Path | None, env=None, cluster=None, server=None, disk=None,
+            min_available: float = 0) -> dict:
     """Run ``evalengine ARGV`` in a child process: wall, CPU (its tree's; plus the ``cluster`` processes' CPU over
     the same time), peak RSS (``wait4``'s, the sampled tree's; the cluster workers' summed peaks), peak scratch
-    bytes under ``folder`` and the ``--profile`` lines."""
+    bytes under ``folder``, the ``--profile`` lines, the load average before and after; with ``server`` (this
+    process: the S3 server and the cluster's scheduler) its own CPU and peak RSS over the same time; with ``disk``
+    the peak growth of that file system's used bytes. Stops it (and the run) below ``min_available`` bytes free."""
     cluster = cluster or []
     before = {p.pid: sum(p.cpu_times()[:4]) for p in cluster}
+    server_before = sum(server.cpu_times()[:2]) if server else 0
+    load_before = os.getloadavg()
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "evalengine.cli", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
     handle = psutil.Process(proc.pid)
-    sampler = Sampler(lambda: [handle], folder)
-    workers = Sampler(lambda: cluster) if cluster else None
+    sampler = Sampler(lambda: [handle], folder, disk=disk, min_available=min_available)
+    workers = Sampler(lambda: cluster, min_available=min_available) if cluster else None
+    own = Sampler(lambda: [server], tree=False) if server else None
     out, err = proc.stdout.read(), proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
-    sampler.stop()
+    for each in (sampler, workers, own):
+        if each:
+            each.stop()
+    if sampler.starved or (workers and workers.starved):
+        raise SystemExit(f"evalengine {' '.join(argv)} stopped: less than {min_available / 2**30:.0f} GiB available")
     if os.waitstatus_to_exitcode(status):
         raise SystemExit(f"evalengine {' '.join(argv)} failed: {err.decode().strip()[-2000:]}")
     result = {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
               "tree_peak_rss_mib": sampler.tree_peak / 2**20, "scratch_peak_gb": sampler.scratch_peak / 1e9,
+              "disk_peak_gb": sampler.disk_peak / 1e9, "load_before": load_before, "load_after": os.getloadavg(),
               "profile": [line for line in err.decode().splitlines() if " s" in line][-12:]}
     if workers:
-        workers.stop()
         result["cluster_cpu_s"] = sum(sum(p.cpu_times()[:4]) - before[p.pid] for p in cluster)
         result["workers_peak_rss_mib"] = sum(workers.peaks.values()) / 2**20
+        result["workers_peaks_mib"] = sorted(v / 2**20 for v in workers.peaks.values())
+    if own:
+        result["server_cpu_s"] = sum(server.cpu_times()[:2]) - server_before
+        result["server_peak_rss_mib"] = own.tree_peak / 2**20
     lines = out.decode().strip().splitlines()
     if lines and lines[-1].startswith("{"):
         result["stats"] = json.loads(lines[-1])["stats"]
@@ -128,12 +159,14 @@ def ensure_data(root: Path, images: int, args) -> Path:
     return data
 
 
-def run_size(data: Path, store: str, scratch: Path | None, env=None, address=None, cluster=None) -> dict:
+def run_size(data: Path, store: str, scratch: Path | None, args, env=None, address=None, cluster=None,
+             server=None) -> dict:
     """Ingest ``data`` (GT JSON, Parquet results) into ``store``, then evaluate it (match + AP)."""
+    common = {"disk": args.root, "min_available": args.min_free_gib * 2**30, "server": server}
     ingest = command(["ingest", "coco", "--gt", str(data / "gt.json"), "--dt", str(data / "dt.parquet"),
-                      "--store", store, "--quiet", "--profile"], scratch, env)
+                      "--store", store, "--quiet", "--profile"], scratch, env, **common)
     extra = ["--address", address] if address else []
-    evaluate = command(["evaluate", store, "--json", "--quiet", "--profile", *extra], scratch, env, cluster)
+    evaluate = command(["evaluate", store, "--json", "--quiet", "--profile", *extra], scratch, env, cluster, **common)
     return {"ingest": ingest, "evaluate": evaluate}
 
 
@@ -143,7 +176,7 @@ def local_row(root: Path, images: int, args) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     store = work / "store"
-    row = {"images": images, "where": "local, threads", **run_size(data, str(store), work)}
+    row = {"images": images, "where": "local, threads", **run_size(data, str(store), work, args)}
     row.update(n_dets=_n_rows(data), input_gb=folder_bytes(data) / 1e9, store_gb=folder_bytes(store) / 1e9,
                matches_gb=folder_bytes(store / "matches") / 1e9)
     shutil.rmtree(work)
@@ -151,14 +184,22 @@ def local_row(root: Path, images: int, args) -> dict:
 
 
 def s3_row(root: Path, images: int, args) -> dict:
-    """The same set with the store on moto's S3 server (in this process) and matching on a 2-process LocalCluster."""
+    """The same set with the store on moto's S3 server (in this process) and matching on a 2-process LocalCluster.
+    moto keeps an object in memory up to ``MOTO_S3_DEFAULT_KEY_BUFFER_SIZE`` bytes (default 5 MiB - 1 KiB) and in an
+    unlinked temporary file beyond (``tempfile.SpooledTemporaryFile``): set to 64 KiB, with the temporary folder
+    under ``root``, the store lives on disk, not in this process."""
     import logging
+    import tempfile
 
     import boto3
     from distributed import LocalCluster
     from moto.server import ThreadedMotoServer
 
     data = ensure_data(root, images, args)
+    spool = root / "moto"
+    spool.mkdir(exist_ok=True)
+    tempfile.tempdir = str(spool)  # this process only: moto's spooled objects; the children keep TMPDIR
+    os.environ["MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"] = str(64 * 1024)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -173,8 +214,8 @@ def s3_row(root: Path, images: int, args) -> dict:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
             procs = [p for p in me.children(recursive=True)]
             row = {"images": images, "where": "S3 (moto), 2-process LocalCluster",
-                   **run_size(data, f"s3://{BUCKET}/store{images}", None, dict(os.environ), cluster.scheduler_address,
-                              procs)}
+                   **run_size(data, f"s3://{BUCKET}/store{images}", None, args, dict(os.environ),
+                              cluster.scheduler_address, procs, me)}
         sizes = {}
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
             for item in page.get("Contents", []):
@@ -185,6 +226,8 @@ def s3_row(root: Path, images: int, args) -> dict:
                    matches_gb=sizes.get("matches", 0) / 1e9, moto_rss_mib=me.memory_info().rss / 2**20)
     finally:
         server.stop()
+        tempfile.tempdir = None
+        shutil.rmtree(spool, ignore_errors=True)
     return row
 
 
@@ -214,8 +257,8 @@ def _n_rows(data: Path) -> int:
 
 def table(rows: list) -> str:
     base = rows[0]
-    lines = ["| images | dets | where | phase | wall s | CPU s | CPU µs/det | × first | peak RSS MiB (tree) | scratch GB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| images | dets | where | phase | wall s | CPU s | CPU µs/det | × first | wall × first "
+             "| peak RSS MiB (tree) | scratch GB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for phase in ("ingest", "evaluate", "total"):
             if phase == "total":
@@ -225,18 +268,32 @@ def table(rows: list) -> str:
                           + row["evaluate"].get("workers_peak_rss_mib", 0))
                 first = (base["ingest"]["cpu_s"] + base["evaluate"]["cpu_s"]
                          + base["evaluate"].get("cluster_cpu_s", 0)) / base["n_dets"]
+                first_wall = (base["ingest"]["wall_s"] + base["evaluate"]["wall_s"]) / base["n_dets"]
                 scratch = max(row["ingest"]["scratch_peak_gb"], row["evaluate"]["scratch_peak_gb"])
             else:
                 got = dict(row[phase], cpu_s=row[phase]["cpu_s"] + row[phase].get("cluster_cpu_s", 0))
                 rss = row[phase]["tree_peak_rss_mib"] + row[phase].get("workers_peak_rss_mib", 0)
                 first = (base[phase]["cpu_s"] + base[phase].get("cluster_cpu_s", 0)) / base["n_dets"]
+                first_wall = base[phase]["wall_s"] / base["n_dets"]
                 scratch = row[phase]["scratch_peak_gb"]
             per = got["cpu_s"] / row["n_dets"]
             lines.append(f"| {row['images']:,} | {row['n_dets']:,} | {row['where']} | {phase} | {got['wall_s']:.1f} | "
-                         f"{got['cpu_s']:.1f} | {per * 1e6:.2f} | {per / first:.2f} | {rss:.0f} | {scratch:.2f} |")
+                         f"{got['cpu_s']:.1f} | {per * 1e6:.2f} | {per / first:.2f} | "
+                         f"{got['wall_s'] / row['n_dets'] / first_wall:.2f} | {rss:.0f} | {scratch:.2f} |")
     sizes = [f"- {r['images']:,} images ({r['where']}): input {r['input_gb']:.2f} GB, store {r['store_gb']:.2f} GB "
-             f"of which match tables {r['matches_gb']:.2f} GB" for r in rows]
-    return "\n".join(lines + [""] + sizes)
+             f"of which match tables {r['matches_gb']:.2f} GB; file system growth (shared disk) ingest "
+             f"{r['ingest'].get('disk_peak_gb', 0):.2f} / evaluate {r['evaluate'].get('disk_peak_gb', 0):.2f} GB; load "
+             f"{_load(r['ingest'])} / {_load(r['evaluate'])}" for r in rows]
+    servers = [f"- {r['images']:,} images ({r['where']}): this process (S3 server + scheduler) ingest "
+               f"{r['ingest']['server_cpu_s']:.1f} CPU s, {r['ingest']['server_peak_rss_mib']:.0f} MiB; evaluate "
+               f"{r['evaluate']['server_cpu_s']:.1f} CPU s, {r['evaluate']['server_peak_rss_mib']:.0f} MiB; workers' "
+               f"peaks {', '.join(f'{v:.0f}' for v in r['evaluate']['workers_peaks_mib'])} MiB"
+               for r in rows if "server_cpu_s" in r["evaluate"]]
+    return "\n".join(lines + [""] + sizes + servers)
+
+
+def _load(phase: dict) -> str:
+    return f"{phase['load_before'][0]:.1f}→{phase['load_after'][0]:.1f}" if "load_before" in phase else "?"
 
 
 def main(argv=None):
@@ -252,6 +309,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-rss-gib", type=float, default=20.0, help="a peer above this is stopped")
     parser.add_argument("--keep", action="store_true", help="keep the generated data")
+    parser.add_argument("--min-free-gib", type=float, default=8.0,
+                        help="stop the run when the machine's available memory falls below this")
     args = parser.parse_args(argv)
     if args.peers == []:
         args.peers = PEERS
