@@ -217,7 +217,7 @@ def s3_row(root: Path, images: int, args) -> dict:
                    **run_size(data, f"s3://{BUCKET}/store{images}", None, args, dict(os.environ),
                               cluster.scheduler_address, procs, me)}
         sizes = {}
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"store{images}/"):
             for item in page.get("Contents", []):
                 top = "matches" if "/matches/" in item["Key"] else "store"
                 sizes[top] = sizes.get(top, 0) + item["Size"]
