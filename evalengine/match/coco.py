@@ -215,14 +215,17 @@ def prepare_gt(gt: pl.DataFrame, category_ids, use_cats: bool = True) -> pl.Data
     return gt.sort(keys)
 
 
-def prepare_dt(dt: pl.DataFrame, category_ids, protocol: CocoProtocol) -> pl.DataFrame:
+def prepare_dt(dt: pl.DataFrame, category_ids, protocol: CocoProtocol, rows: np.ndarray | None = None) -> pl.DataFrame:
     """Detections of evaluated categories, score-sorted per group (ties: file order, as pycocotools' stable sort),
     ranked, cut to ``maxDets[-1]``; groups in :func:`prepare_gt`'s order (:func:`~evalengine.match.score_order.
-    matching_order`)."""
-    order, rank = matching_order(column_array(dt, "category_id"), column_array(dt, "image_id"),
-                                 column_array(dt, "score", np.float64), column_array(dt, "det_id"), category_ids,
+    matching_order`). ``rows``: only these rows of ``dt`` (ascending; a protocol's filter, e.g. LVIS's, without a
+    copy of the frame)."""
+    keys = [column_array(dt, "category_id"), column_array(dt, "image_id"), column_array(dt, "score", np.float64),
+            column_array(dt, "det_id")]
+    order, rank = matching_order(*(keys if rows is None else [key[rows] for key in keys]), category_ids,
                                  protocol.use_cats, protocol.max_det_cap)
-    return take_rows(dt, order).with_columns(pl.Series("dt_rank", rank, dtype=pl.Int32))
+    return take_rows(dt, order if rows is None else rows[order]).with_columns(pl.Series("dt_rank", rank,
+                                                                                        dtype=pl.Int32))
 
 
 def _fixed_list(values: np.ndarray, valid=None) -> pa.Array:
@@ -271,12 +274,13 @@ def ignore_flags(gt: pl.DataFrame, honoured: bool) -> np.ndarray:
     return gt.get_column("ignore").fill_null(False).to_numpy().astype(np.bool_)
 
 
-def similarity(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict) -> tuple:
+def similarity(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict,
+               dt_rows: np.ndarray | None = None) -> tuple:
     """``(gt, dt, groups, blocks)``: one shard's objects in matching order (pycocotools ``computeIoU``'s: ground truths
     as given, detections by score and cut), their groups (gt start, gt length, dt start, dt length) and the function
     giving the similarity blocks of a group range (:data:`SIMILARITY`)."""
     gt = prepare_gt(gt, category_ids, protocol.use_cats)
-    dt = prepare_dt(dt, category_ids, protocol)
+    dt = prepare_dt(dt, category_ids, protocol, dt_rows)
     first, second = ("category_id", "image_id") if protocol.use_cats else ("image_id", "category_id")
     groups = merge_groups(column_array(gt, first), column_array(gt, second), column_array(dt, first), column_array(dt, second),
                           protocol.use_cats)
@@ -285,11 +289,13 @@ def similarity(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoP
     return gt, dt, groups, SIMILARITY[protocol.iou_type](gt, dt, crowd, groups, protocol, where)
 
 
-def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict | None = None):
+def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict | None = None,
+                dt_rows: np.ndarray | None = None):
     """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`). ``where``:
-    how errors name a row (:func:`evalengine.match.shapes.places`)."""
+    how errors name a row (:func:`evalengine.match.shapes.places`); ``dt_rows``: the rows of ``dt`` to match
+    (ascending; None: all), a protocol's filter handed over without a copy of the frame (LVIS's federated rows)."""
     where = where or {"gt": ("annotation", "gt_id"), "dt": ("result", "det_id")}
-    gt, dt, groups, blocks = similarity(gt, dt, category_ids, protocol, where)
+    gt, dt, groups, blocks = similarity(gt, dt, category_ids, protocol, where, dt_rows)
     n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
     gt_ids = column_array(gt, "gt_id")
     gt_ignore = ignore_flags(gt, protocol.ignore_flag)

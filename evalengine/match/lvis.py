@@ -80,8 +80,8 @@ class LvisProtocol(coco.CocoProtocol):
         dt = with_shapes(tables["dt"], tables.get("dt_shapes"), shapes["dt"])
         gt = with_shapes(tables["gt"], tables.get("gt_shapes"), shapes["gt"])
         categories = np.unique(context["category_ids"])
-        gt, dt = federated(gt, dt, tables["negative"], categories, self.max_dets[0])
-        dt_matches, gt_matches = coco.match_shard(gt, dt, categories, self, places(context))
+        gt, rows = federated(gt, dt, tables["negative"], categories, self.max_dets[0])
+        dt_matches, gt_matches = coco.match_shard(gt, dt, categories, self, places(context), rows)
         return {"dt": not_exhaustive(dt_matches, tables["not_exhaustive"], len(self.iou_thresholds), categories),
                 "gt": gt_matches}
 
@@ -130,19 +130,22 @@ def _by_shard(pairs: pl.DataFrame, n_shards: int) -> list:
 
 def federated(gt: pl.DataFrame, dt: pl.DataFrame, negative: pl.DataFrame, categories: np.ndarray,
               max_dets: int) -> tuple:
-    """``(gt, dt)`` as lvis-api evaluates them (the module's list): the per-image cap, the area and category filters,
-    the federated filter, the detections' in one pass (:func:`_federated_kept`). ``negative``: the shard's
-    ``(image_id, category_id)`` of ``neg_category_ids``; ``categories``: the evaluated ids, sorted and distinct."""
-    kept = pl.col("category_id").is_in(pl.Series(categories).implode()) & (pl.col("area") > 0) & (
-        pl.col("area") < np.inf)
-    gt = gt.filter(kept).with_columns(pl.lit(False).alias("iscrowd"))
-    image = column_array(dt, "image_id")
-    rows = _federated_kept(image, category_index(categories, column_array(dt, "category_id")),
+    """``(gt, rows)``: the ground truths lvis-api evaluates (of an evaluated category and area in (0, inf); no crowd)
+    and the rows of ``dt`` it evaluates (ascending): the per-image cap, the area and category filters and the
+    federated filter in one pass (:func:`_federated_kept`), handed to the COCO matching as rows, not a copy.
+    ``negative``: the shard's ``(image_id, category_id)`` of ``neg_category_ids``; ``categories``: the evaluated
+    ids, sorted and distinct."""
+    gt_cat = category_index(categories, column_array(gt, "category_id"))
+    gt_area = column_array(gt, "area", np.float64)
+    gt_rows = np.flatnonzero((gt_cat >= 0) & (gt_area > 0) & (gt_area < np.inf))
+    gt = take_rows(gt, gt_rows).with_columns(pl.lit(False).alias("iscrowd"))
+    negative_image, negative_cat = _labelled(negative, categories)
+    rows = _federated_kept(column_array(dt, "image_id"), category_index(categories, column_array(dt, "category_id")),
                            column_array(dt, "score", np.float64), column_array(dt, "det_id"),
-                           column_array(dt, "area", np.float64), *_labelled(pl.concat([
-                               gt.select("image_id", "category_id"), negative]), categories),
-                           categories.shape[0], max_dets)
-    return gt, dt if rows.shape[0] == dt.height else take_rows(dt, rows)
+                           column_array(dt, "area", np.float64),
+                           np.concatenate([column_array(gt, "image_id"), negative_image]),
+                           np.concatenate([gt_cat[gt_rows], negative_cat]), categories.shape[0], max_dets)
+    return gt, rows
 
 
 def _labelled(pairs: pl.DataFrame, categories: np.ndarray) -> tuple:
@@ -187,20 +190,28 @@ def _distinct(values):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pairs_known(index, cat, keys, slots, set_image, set_cat, n_cat):
+def _pairs_known(index, n_images, cat, keys, slots, set_image, set_cat, n_cat):
     """Whether each row's (image, category) is one of the set's pairs; rows' images as :func:`_distinct`'s
-    ``index`` of its table ``keys, slots``, categories as indices (−1: none)."""
-    pair_keys, pair_slots = _table(set_image.shape[0])
+    ``index`` (``n_images`` of them) of its table ``keys, slots``, categories as indices (−1: none). The set is a
+    flag per (image, category) where there are at most 64 of them per row (a table of a shard's images by the
+    categories: one load per row), else a hash table of its pairs."""
+    dense = n_images * n_cat <= 64 * index.shape[0] + 65536
+    flags = np.zeros(n_images * n_cat if dense else 0, np.bool_)
+    pair_keys, pair_slots = _table(0 if dense else set_image.shape[0])
     for j in range(set_image.shape[0]):
         image = slots[_slot(keys, slots, set_image[j])]
         if image >= 0 and set_cat[j] >= 0:
             key = image * n_cat + set_cat[j]
-            at = _slot(pair_keys, pair_slots, key)
-            pair_keys[at], pair_slots[at] = key, 0
+            if dense:
+                flags[key] = True
+            else:
+                at = _slot(pair_keys, pair_slots, key)
+                pair_keys[at], pair_slots[at] = key, 0
     known = np.zeros(index.shape[0], np.bool_)
     for i in range(index.shape[0]):
         if cat[i] >= 0:
-            known[i] = pair_slots[_slot(pair_keys, pair_slots, index[i] * n_cat + cat[i])] >= 0
+            key = index[i] * n_cat + cat[i]
+            known[i] = flags[key] if dense else pair_slots[_slot(pair_keys, pair_slots, key)] >= 0
     return known
 
 
@@ -208,8 +219,8 @@ def _pairs_known(index, cat, keys, slots, set_image, set_cat, n_cat):
 def _pairs_in(image, cat, set_image, set_cat, n_cat):
     """Whether each ``(image[i], cat[i])`` is one of the ``(set_image, set_cat)`` pairs (categories as indices, −1:
     none)."""
-    index, _, keys, slots = _distinct(image)
-    return _pairs_known(index, cat, keys, slots, set_image, set_cat, n_cat)
+    index, n_images, keys, slots = _distinct(image)
+    return _pairs_known(index, n_images, cat, keys, slots, set_image, set_cat, n_cat)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -235,7 +246,7 @@ def _federated_kept(image, cat, score, det_id, area, known_image, known_cat, n_c
             if starts[k + 1] - starts[k] > max_dets:
                 sort_rows(rows[starts[k]:starts[k + 1]], buffer, score, det_id, det_id, True)
                 capped[rows[starts[k] + max_dets:starts[k + 1]]] = False
-    known = _pairs_known(index, cat, keys, slots, known_image, known_cat, n_cat)
+    known = _pairs_known(index, n_images, cat, keys, slots, known_image, known_cat, n_cat)
     kept = np.empty(n, np.int64)
     m = 0
     for i in range(n):

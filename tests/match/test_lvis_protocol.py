@@ -170,7 +170,8 @@ def _federated_by_polars(gt, dt, negative, categories, max_dets):
 def test_federated_kernel_equals_the_joins(seed):
     """The fused shard kernel (cap, filters, federated semi-join) and the not-exhaustive lookup against Polars joins
     on random shards: ids of any sign and size, crowded images with tied scores (and −0.0 against 0.0) at the cut,
-    areas of 0, inf and NaN, categories outside the evaluated ones, duplicate label pairs."""
+    areas of 0, inf and NaN, categories outside the evaluated ones, duplicate label pairs; the pair lookup both as a
+    flag table (a shard's images by the categories) and as a hash table (so many categories that it is not dense)."""
     import polars as pl
 
     from evalengine.match.lvis import _pairs_in, federated
@@ -187,19 +188,21 @@ def test_federated_kernel_equals_the_joins(seed):
                        "area": rng.choice([0.0, np.inf, np.nan, 1.0, 2.5, 900.0], n)})
     m = int(rng.integers(0, 200))
     gt = pl.DataFrame({"image_id": rng.choice(images, m), "category_id": rng.choice(pool, m),
-                       "area": rng.choice([0.0, 4.0, np.inf], m), "iscrowd": rng.random(m) < 0.5})
+                       "area": rng.choice([0.0, 4.0, np.inf, np.nan], m), "iscrowd": rng.random(m) < 0.5})
     pairs = {side: pl.DataFrame({"image_id": rng.choice(images, k), "category_id": rng.choice(pool, k)})
              for side, k in (("negative", int(rng.integers(0, 60))), ("flagged", int(rng.integers(0, 60))))}
     max_dets = int(rng.choice([1, 5, 40, 300]))
-    kept_gt, kept_dt = federated(gt, dt, pairs["negative"], categories, max_dets)
-    assert kept_dt.get_column("det_id").to_list() == _federated_by_polars(gt, dt, pairs["negative"], categories,
+    kept_gt, rows = federated(gt, dt, pairs["negative"], categories, max_dets)
+    assert (np.diff(rows) > 0).all()
+    assert dt[rows].get_column("det_id").to_list() == _federated_by_polars(gt, dt, pairs["negative"], categories,
                                                                            max_dets)
     assert not kept_gt.get_column("iscrowd").any() and kept_gt.height == gt.filter(
         pl.col("category_id").is_in(pl.Series(categories).implode()) & (pl.col("area") > 0)
         & (pl.col("area") < np.inf)).height
-    flagged = _pairs_in(dt.get_column("image_id").to_numpy(), category_index(categories, dt.get_column(
-        "category_id").to_numpy()), pairs["flagged"].get_column("image_id").to_numpy(), category_index(
-        categories, pairs["flagged"].get_column("category_id").to_numpy()), categories.shape[0])
     expected = dt.with_row_index().join(pairs["flagged"].filter(pl.col("category_id").is_in(
         pl.Series(categories).implode())), on=["image_id", "category_id"], how="semi").get_column("index")
-    assert np.flatnonzero(flagged).tolist() == expected.to_list()
+    for n_cat in (categories.shape[0], categories.shape[0] + 10**6):  # the flag table, the hash table
+        flagged = _pairs_in(dt.get_column("image_id").to_numpy(), category_index(categories, dt.get_column(
+            "category_id").to_numpy()), pairs["flagged"].get_column("image_id").to_numpy(), category_index(
+            categories, pairs["flagged"].get_column("category_id").to_numpy()), n_cat)
+        assert np.flatnonzero(flagged).tolist() == expected.to_list()
