@@ -10,8 +10,9 @@ numbers, and the table says whether SQL and Python agree to 1e-12. Like with lik
 ``store.duckdb()`` and the query, DuckDB's import included; Python: the metric's call, the modules it imports
 included, after ``evalengine.open``), the whole process of one call (interpreter start, imports, the call: the
 process's CPU time less the warm call's, as a command-line user pays it) and the warm call. Cases are grouped by
-family (coco, lrp, tide, confusion, voc, analyze, borji); ``run_comparison`` needs a second run (``COMPARED``) and is
-run only when named. Before the timed runs, each
+family (coco, lrp, tide, confusion, voc, analyze, borji, proposals, repeatability, invariance, openimages, partitions,
+lvis); those needing tables a matched COCO store lacks (``OPT_IN``: a second run, proposal runs, tagged runs, or
+another kind of store) are run only when named. Before the timed runs, each
 case's Python side runs once, untimed, so that the store holds every table the view reads (the match tables, and the
 run's AP table that `evalengine evaluate` keeps for `ap` and `coco_summary`).
 
@@ -22,6 +23,7 @@ made once before the timed runs (a first connection), as it is after a user's fi
 
     python benchmarks/bench_sql.py STORE                                   # every case of a COCO store
     python benchmarks/bench_sql.py STORE --cases coco_summary slice --repeat 3 --memory-limit 2GB --threads 2
+    python benchmarks/bench_sql.py STORE --cases proposal_recall repeatability invariance_metrics run_comparison
     python benchmarks/bench_sql.py LVIS_STORE --cases lvis_results      # an LVIS store (bench_lvis.py writes one)
 """
 
@@ -52,6 +54,11 @@ SELECT value FROM coco_summary_of(sliced_ap, sliced_params)"""
 DEFAULT = "protocol = 'coco' AND run = 'default'"
 # run_comparison: the store's default run and a second one (e.g. `evalengine add-run STORE --run shifted --dt …`)
 COMPARED = ("default", "shifted")
+# proposal_recall and repeatability: a proposal run and a perturbed one added with it as reference
+PROPOSALS = ("proposals", "flipped")
+# the cases run by default on a COCO store (the others need tables it lacks unless added: see CASES)
+OTHER_STORES = ("lvis_results", "openimages_map", "partition_measures")
+OPT_IN = ("run_comparison", "proposal_recall", "repeatability", "invariance_metrics", *OTHER_STORES)
 
 
 def _ap_small(store) -> list:
@@ -141,6 +148,37 @@ def _run_comparison(store) -> list:
     return table.filter(both).get_column(f"diff_{COMPARED[1]}").to_list()
 
 
+def _proposal_recall(store) -> list:
+    return store.evaluate_proposals(PROPOSALS[0]).average_recall().sort("budget").get_column("ar").to_list()
+
+
+def _repeatability(store) -> list:
+    return store.repeatability([PROPOSALS[1]]).get_column("repeatability").to_list()
+
+
+def _invariance(store) -> list:
+    import polars as pl
+
+    from evalengine import api
+
+    metrics = api.invariance(store, scheduler="sync").metrics().filter(  # the detection runs (the view's)
+        pl.col("category_id").is_null() & pl.col("run").is_in(store.runs))
+    return metrics.sort("run", "metric").get_column("value").to_list()
+
+
+def _openimages(store) -> list:
+    from evalengine import api
+
+    return [api.evaluate_store_openimages(store).mean_ap()]
+
+
+def _partitions(store) -> list:
+    from evalengine.api.segmentation import evaluate_partitions
+
+    dataset = evaluate_partitions(store).dataset  # a store of one machine run
+    return [v for row in dataset.sort("parameter").select("sc", "pri", "voi").rows() for v in row]
+
+
 def _lvis(store) -> list:
     from evalengine import api
 
@@ -179,6 +217,21 @@ CASES = {  # name: (family, SQL, Python: a function of the store returning the n
     "run_comparison": ("coco", f"SELECT ap_difference FROM run_comparison WHERE run_a = '{COMPARED[0]}' AND "
                        f"run_b = '{COMPARED[1]}' AND ap_a IS NOT NULL AND ap_b IS NOT NULL "
                        "ORDER BY category_id, area_range", _run_comparison),
+    # proposals and repeatability: proposal runs of the store (PROPOSALS: `evalengine add-proposals STORE --run
+    # proposals --proposals …`, and a perturbed run `--run flipped --perturbation flip --reference proposals`)
+    "proposal_recall": ("proposals", f"SELECT ar FROM proposal_recall WHERE run = '{PROPOSALS[0]}' ORDER BY budget",
+                        _proposal_recall),
+    "repeatability": ("repeatability", f"SELECT repeatability FROM repeatability WHERE run = '{PROPOSALS[1]}'",
+                      _repeatability),
+    # invariance: runs tagged with a model and a perturbation (`evalengine add-run STORE --tag model=… --tag
+    # perturbation=…`), each matched (the Python side matches them)
+    "invariance_metrics": ("invariance", "SELECT value FROM invariance_metrics WHERE category_id IS NULL "
+                           "ORDER BY run, metric", _invariance),
+    # on an OpenImages store (benchmarks/bench_openimages.py writes one): --cases openimages_map
+    "openimages_map": ("openimages", "SELECT map FROM openimages_map WHERE protocol = 'openimages'", _openimages),
+    # on a partition store (`evalengine ingest partitions`): --cases partition_measures
+    "partition_measures": ("partitions", "SELECT sc, pri, voi FROM dataset_measures ORDER BY parameter",
+                           _partitions),
     # on an LVIS store (benchmarks/bench_lvis.py writes one): --cases lvis_results
     "lvis_results": ("lvis", "SELECT value FROM lvis_results WHERE protocol = 'lvis' AND run = 'default'", _lvis),
 }
@@ -225,7 +278,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("store", nargs="?")
     parser.add_argument("--cases", nargs="+", choices=list(CASES),
-                        default=[case for case in CASES if case not in ("lvis_results", "run_comparison")])
+                        default=[case for case in CASES if case not in OPT_IN])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--max-rss-gib", type=float, default=12.0)
     parser.add_argument("--memory-limit", default=None, help="DuckDB's memory_limit for the SQL side, e.g. 2GB")
