@@ -10,6 +10,10 @@ columns checked against the ground truth, from the file).
 
     python benchmarks/bench_json.py benchmarks/out/coco_5000img_80cls_100det
     python benchmarks/bench_json.py benchmarks/out/coco_80000img_365cls_15det --file gt
+    python benchmarks/bench_json.py benchmarks/out/coco_5000img_80cls_100det --float32
+
+``--float32`` reads the results as a detector writes them (box and score float32 values, printed as Python's json
+prints them: up to 17 digits), written beside dt.json as dt_float32.json from dt.parquet.
 """
 
 import argparse
@@ -80,7 +84,19 @@ def _ground_truth_type(msgspec):
     return GroundTruth
 
 
-def parsers(data: bytes, folder: Path) -> dict:
+def float32_results(folder: Path) -> Path:
+    """``folder/dt_float32.json``: dt.parquet's results with box and score rounded to float32 (written once)."""
+    import polars as pl
+
+    path = folder / "dt_float32.json"
+    if not path.is_file():
+        frame = pl.read_parquet(folder / "dt.parquet")
+        frame.with_columns(pl.col("bbox").cast(pl.List(pl.Float32)).cast(pl.List(pl.Float64)),
+                           pl.col("score").cast(pl.Float32).cast(pl.Float64)).write_json(path)
+    return path
+
+
+def parsers(data: bytes, folder: Path, path: Path) -> dict:
     """``{name: function}`` of every installed parser, each reading ``data``."""
     import numpy as np
 
@@ -103,11 +119,11 @@ def parsers(data: bytes, folder: Path) -> dict:
     found["evalengine kernel (typed columns, 1 thread)"] = lambda: parse(array, start, len(array) + 1, True)
     dataset = read_coco_gt(folder / "gt.json")
     found["evalengine iter_detections (from the file)"] = lambda: sum(
-        b.height for b in iter_detections(folder / "dt.json", dataset, masks=False))
+        b.height for b in iter_detections(path, dataset, masks=False))
     return found
 
 
-def ground_truth_parsers(data: bytes, folder: Path) -> dict:
+def ground_truth_parsers(data: bytes, folder: Path, path: Path) -> dict:
     """``{name: function}`` of every installed parser, each reading ``data`` (a COCO ground truth)."""
     found = _general(data, _ground_truth_type)
     import polars as pl
@@ -128,12 +144,13 @@ def main(argv=None):
     parser.add_argument("folder", type=Path, help="a folder of bench_coco.py (gt.json, dt.json)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--file", choices=["dt", "gt"], default="dt", help="the result file (dt) or ground truth (gt)")
+    parser.add_argument("--float32", action="store_true", help="the results as float32 values (see above)")
     args = parser.parse_args(argv)
-    path = args.folder / f"{args.file}.json"
+    path = float32_results(args.folder) if args.float32 else args.folder / f"{args.file}.json"
     data = path.read_bytes()
     print(f"{path}: {len(data) / 2**20:.0f} MiB; load average {os.getloadavg()[0]:.1f}\n")
     print("| parser | wall s | CPU s |\n|---|---|---|")
-    for name, function in (parsers if args.file == "dt" else ground_truth_parsers)(data, args.folder).items():
+    for name, function in (parsers if args.file == "dt" else ground_truth_parsers)(data, args.folder, path).items():
         function()  # warm (numba's cache, allocator)
         wall, cpu = _timed(function, args.repeat)
         print(f"| {name} | {wall:.3f} | {cpu:.3f} |", flush=True)

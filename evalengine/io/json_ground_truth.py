@@ -12,7 +12,7 @@ and gives up on anything else (``null`` where a box is needed, a repeated or esc
 an overflowing number, a syntax error): :func:`annotation_columns` then returns None and the exact reader reads the
 file, so every accepted file gives the exact reader's columns and every refused one its located message.
 
-Numbers are read as Python's json reads them (:mod:`evalengine.io.json_values`; others by Arrow's correct rounding).
+Numbers are read as Python's json reads them (:mod:`evalengine.io.json_numbers`, a rare few by Arrow's parser).
 """
 
 import json
@@ -30,9 +30,10 @@ from evalengine.arrow import arrow_array
 from evalengine.io.json_scan import list_sample, value_end
 from evalengine.io.json_pieces import kept_pieces
 from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segmentation
+from evalengine.io.json_numbers import MANTISSA_DIGITS, number, whole_integer
 from evalengine.io.json_values import (END, FAIL, FALSE, MORE, NEXT, NULL, TRUE, correctly_rounded, gather,
-                                       literal, member, next_element, number, numbers_at, room, skip_value, space,
-                                       string_end, usual_key, whole_integer)
+                                       literal, member, next_element, numbers_at, room, skip_value, space,
+                                       string_end, usual_key)
 from evalengine.io.masks import PARSED_SEGMENTATION, SEGMENTATION
 
 ANNOTATION = pl.Struct(
@@ -134,7 +135,7 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
                 else:
                     at = p
                     p, integer, whole, value, exact = number(buf, p, n)
-                    if p >= 0 and integer and not exact:  # beyond 2**53: the digits as they are
+                    if p >= 0 and integer and abs(whole) >= MANTISSA_DIGITS:  # 19 digits or more: as they are
                         exact, whole = whole_integer(buf, at, p)
                     if p < 0 or not exact:
                         broken = True

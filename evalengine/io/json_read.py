@@ -92,8 +92,31 @@ def _may_repeat_keys(objects: bytes, frame: pl.DataFrame) -> bool:
     """Whether an object of the text may give a key twice (Polars kept the first value, pycocotools keeps the last).
     Not when the text holds one ':' per value read (each key has one, and a repeated key would be a second one);
     else the key scanner says."""
-    values = sum(frame.height - frame.get_column(c).null_count() for c in frame.columns)
-    return colons(objects) != values and repeated_key(objects) >= 0
+    return colons(objects) != _values_read(frame) and repeated_key(objects) >= 0
+
+
+def _values_read(frame: pl.DataFrame) -> int:
+    return sum(frame.height - frame.get_column(c).null_count() for c in frame.columns)
+
+
+_TYPED_FROM = 1000  # the objects whose values type the fields of a list read with every field (images, categories)
+
+
+def _inferred(lines: bytes) -> pl.DataFrame:
+    """Every field of the objects, with the type its values have: typed from the first :data:`_TYPED_FROM` objects
+    (Polars' full inference reads the text twice: 0.10 against 0.03 CPU s for 80k images), kept where that read
+    every key: no key is followed by a space before its ':' and the text holds one '":' per non-null value read, so
+    no key the first objects lack, no null and no nested object. Else, or where a later value does not parse as its
+    field's type, read again with the types inferred from every object (where the first read, Polars gives the same
+    frame either way)."""
+    try:
+        frame = pl.read_ndjson(io.BytesIO(lines), infer_schema_length=_TYPED_FROM)
+    except (pl.exceptions.PolarsError, ValueError):
+        frame = None
+    if (frame is not None and not any(gap in lines for gap in (b'" :', b'"\t:', b'"\r:'))
+            and lines.count(b'":') == _values_read(frame)):
+        return frame
+    return pl.read_ndjson(io.BytesIO(lines), infer_schema_length=None)
 
 
 def _followed_by_close(path: Path, at: int) -> bool:
@@ -116,7 +139,7 @@ def _one_per_line(objects: bytes) -> bytes:
 
 def _polars(lines: bytes, json_schema: dict, infer: bool) -> pl.DataFrame:
     if infer:  # the reader checks the types of the inferred columns
-        return pl.read_ndjson(io.BytesIO(lines), infer_schema_length=None)
+        return _inferred(lines)
     return pl.read_ndjson(io.BytesIO(lines), schema=json_schema)
 
 

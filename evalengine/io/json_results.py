@@ -8,9 +8,9 @@ escape in a key, non-ASCII text, or a syntax error; a file holding keypoints is 
 (:mod:`evalengine.io.json_read`), so every accepted file gives the frame that reader gives, and every refused one
 its message.
 
-Numbers are read as Python's json reads them (correctly rounded): by Clinger's fast path
-(:mod:`evalengine.io.json_values`), any other number handed back as text and converted by Arrow's (correctly rounded)
-parser.
+Numbers are read as Python's json reads them (correctly rounded, :mod:`evalengine.io.json_numbers`); the rare number
+it cannot round (more than 19 digits, near a halfway point) is handed back as text and converted by Arrow's (correctly
+rounded) parser.
 """
 
 import mmap
@@ -27,9 +27,9 @@ import polars as pl
 from evalengine.io.json_text import WHITESPACE, diagnose_list_end
 from evalengine.io.json_pieces import kept_pieces
 from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segmentation
-from evalengine.io.json_values import (END, FAIL, FALSE, MANTISSA_DIGITS, MORE, NEXT, NULL, TRUE,
-                                       correctly_rounded, member, next_element, number, numbers_at,
-                                       room, runs_out, skip_value, space, usual_key)
+from evalengine.io.json_numbers import MANTISSA_DIGITS, number
+from evalengine.io.json_values import (END, FAIL, FALSE, MORE, NEXT, NULL, TRUE, correctly_rounded, member,
+                                       next_element, numbers_at, room, runs_out, skip_value, space, usual_key)
 
 SHAPES = 4  # what a parse ended on, beside :mod:`evalengine.io.json_values`' LIMIT, END, MORE, FAIL: keypoints
 MIN_OBJECT_BYTES = 57  # {"image_id":1,"category_id":1,"bbox":[1,1,1,1],"score":1}: every key is required

@@ -1,77 +1,20 @@
 """Single JSON values read from bytes by numba kernels, as Python's json reads them (the pieces of
-:mod:`evalengine.io.json_results`): whitespace, numbers (correctly rounded where Clinger's fast path applies: a
-mantissa of at most 2**53 scaled by at most 10**22 is one exact IEEE operation; else reported as inexact), strings
-(ASCII, escapes checked), literals and whole values of any nesting (skipped, checked)."""
+:mod:`evalengine.io.json_results`): whitespace, numbers (:mod:`evalengine.io.json_numbers`; those it cannot round
+by :func:`correctly_rounded`), strings (ASCII, escapes checked), literals and whole values of any nesting (skipped,
+checked)."""
 
 import numba
 import numpy as np
 import pyarrow as pa
 
-_POWERS = np.array([10.0 ** k for k in range(23)])  # exact doubles
-_MAX_EXACT = 2**53
-MANTISSA_DIGITS = 10**17  # digits are kept while the mantissa is below this (it stays below 10**18)
+from evalengine.io.json_numbers import number
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def space(buf, p, n):
     while p < n and (buf[p] == 32 or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):
         p += 1
     return p
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def number(buf, p, n):
-    """A JSON number at ``p``: ``(end, integer token, value as int64, value as float, exact)``; ``end`` is -1 where
-    the text is no number (or the buffer ends inside it). Not ``exact``: the float needs a correctly rounded parser."""
-    neg = False
-    if p < n and buf[p] == 45:
-        neg, p = True, p + 1
-    if p >= n or not 48 <= buf[p] <= 57:
-        return -1, False, 0, 0.0, False
-    mantissa, overflow, exp10 = 0, False, 0
-    if buf[p] == 48:
-        p += 1
-    else:
-        while p < n and 48 <= buf[p] <= 57:
-            if mantissa < MANTISSA_DIGITS:
-                mantissa = mantissa * 10 + (buf[p] - 48)
-            else:
-                overflow = True
-            p += 1
-    integer = True
-    if p < n and buf[p] == 46:  # '.'
-        integer, p = False, p + 1
-        if p >= n or not 48 <= buf[p] <= 57:
-            return -1, False, 0, 0.0, False
-        while p < n and 48 <= buf[p] <= 57:
-            if mantissa < MANTISSA_DIGITS:
-                mantissa, exp10 = mantissa * 10 + (buf[p] - 48), exp10 - 1
-            elif buf[p] != 48:
-                overflow = True
-            p += 1
-    if p < n and (buf[p] == 101 or buf[p] == 69):  # 'e', 'E'
-        integer, p = False, p + 1
-        sign = 1
-        if p < n and (buf[p] == 43 or buf[p] == 45):
-            sign, p = (-1 if buf[p] == 45 else 1), p + 1
-        if p >= n or not 48 <= buf[p] <= 57:
-            return -1, False, 0, 0.0, False
-        e = 0
-        while p < n and 48 <= buf[p] <= 57:
-            e = min(e * 10 + (buf[p] - 48), 100000)
-            p += 1
-        exp10 += sign * e
-    if p >= n:  # the number may go on in the next block
-        return -1, False, 0, 0.0, False
-    if overflow or mantissa > _MAX_EXACT or (mantissa != 0 and not -22 <= exp10 <= 22):
-        return p, integer, 0, 0.0, False
-    if mantissa == 0:
-        value = 0.0
-    elif exp10 >= 0:
-        value = mantissa * _POWERS[exp10]
-    else:
-        value = mantissa / _POWERS[-exp10]
-    if neg and not (integer and mantissa == 0):  # Python's int -0 is 0; the float -0.0 keeps its sign
-        value = -value
-    return p, integer, -mantissa if neg else mantissa, value, True
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -244,18 +187,6 @@ def plain_end(buf, p, n):
             return p
         p += 1
     return n
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def whole_integer(buf, start, end):
-    """``(fits, value)``: the integer at ``buf[start:end]`` if it is above -2**63 and below 2**63."""
-    value, negative = 0, buf[start] == 45
-    for i in range(start + negative, end):
-        digit = buf[i] - 48
-        if value > (2**63 - 1 - digit) // 10:
-            return False, 0
-        value = value * 10 + digit
-    return True, -value if negative else value
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
