@@ -23,6 +23,7 @@ PACKAGE = Path(__file__).resolve().parent
 # the kernels are); a kernel in a module of none of them is stamped with every layer
 KERNEL_LAYERS = (("errors", "arrow", "schema", "progress", "numeric", "kernel_cache"), ("io", "baselines"), ("store",),
                  ("geometry",), ("match",), ("engine",), ("metrics",))
+_WRITABLE = set()  # cache folders found writable in this process
 _ROOTS = {}  # resolved package folder -> its layers (evalengine's; a test registers a package of its own)
 CACHING = "numba.core.caching"
 
@@ -31,6 +32,7 @@ def install(root: Path = PACKAGE, layers: tuple = KERNEL_LAYERS) -> None:
     """Stamp the kernels defined under ``root`` with the digest of their layer and the ones below (``layers``:
     top-level names of modules or packages under ``root``, lowest layer first)."""
     _ROOTS[str(Path(root).resolve())] = tuple(layers)
+    _kernel_layers.cache_clear()
     caching = sys.modules.get(CACHING)
     if caching is not None:
         _register(caching)
@@ -75,12 +77,19 @@ def _folder_sources(folder: str):
 
 def kernel_stamp(py_file: str):
     """The digest of the layers a kernel of ``py_file`` can call, or None when the file is in no registered root."""
+    found = _kernel_layers(py_file)
+    return None if found is None else layer_digest(*found)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_layers(py_file: str):
+    """``(root, layers, top)`` of ``py_file``, or None (once per file and process: numba asks three times for each of
+    the ~140 kernels a command imports)."""
     path = os.path.realpath(py_file)
     for root, layers in _ROOTS.items():
         if path.startswith(root + os.sep):
             top_name = os.path.relpath(path, root).split(os.sep)[0].removesuffix(".py")
-            top = next((i for i, layer in enumerate(layers) if top_name in layer), len(layers) - 1)
-            return layer_digest(root, layers, top)
+            return root, layers, next((i for i, layer in enumerate(layers) if top_name in layer), len(layers) - 1)
     return None
 
 
@@ -105,6 +114,14 @@ def _stamped(base):
         @classmethod
         def from_function(cls, py_func, py_file):
             return super().from_function(py_func, py_file) if kernel_stamp(py_file) is not None else None
+
+        def ensure_cache_path(self):
+            """numba's check (create the folder, write a temporary file in it), once per folder and process: it runs
+            for every kernel as its module is imported."""
+            path = self.get_cache_path()
+            if path not in _WRITABLE:
+                super().ensure_cache_path()
+                _WRITABLE.add(path)
 
     Stamped.__name__ = Stamped.__qualname__ = f"Stamped{base.__name__}"
     return Stamped

@@ -114,3 +114,17 @@ def test_every_kernel_of_evalengine_is_stamped():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() in ("['StampedInTreeCacheLocator']", "['StampedUserProvidedCacheLocator']")
+
+
+def test_the_cache_folder_is_checked_once_per_process(tmp_path):
+    """numba checks a kernel's cache folder (create it, write a temporary file) as the kernel is defined: the stamped
+    locators do it once per folder, and the kernels still load from the cache."""
+    root = _package(tmp_path)
+    _run(tmp_path, root, True, False)  # compiled and cached
+    code = RUN.format(tmp=str(tmp_path), root=str(root), stamped=True,
+                      before="import tempfile\nmade = []\nbase = tempfile.TemporaryFile\n"
+                             "tempfile.TemporaryFile = lambda *a, **k: made.append(k.get('dir')) or base(*a, **k)")
+    code += "print(len(made), len(set(made)))\n"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["20", "1", "1", "1"]  # kernel(1), a cache hit, one check of the one folder

@@ -67,14 +67,12 @@ class Masks:
         return self._decoded[2]
 
 
+@functools.cache  # a Polars read: asked when a segmentation is first read, not as the module is imported
 def _reader_keeps_backslashes() -> bool:
     """Whether Polars' JSON reader, giving a nested value as text, writes a backslash of its strings as is (Polars 2.1
     does, and escapes quotes and control characters): the text is then JSON once each backslash is doubled."""
     text = pl.read_ndjson(io.BytesIO(b'{"s": {"c": "\\\\"}}'), schema={"s": pl.String}).item()
     return text.replace(" ", "") == '{"c":"\\"}'
-
-
-_RAW_BACKSLASHES = _reader_keeps_backslashes()
 
 
 def segmentation_text(column: pl.Expr, dtype, json_reader: bool) -> pl.Expr:
@@ -88,7 +86,7 @@ def segmentation_text(column: pl.Expr, dtype, json_reader: bool) -> pl.Expr:
     if isinstance(dtype, pl.Struct):
         return column.struct.json_encode()
     text = column.cast(pl.String)
-    return text.str.replace_all("\\", "\\\\", literal=True) if json_reader and _RAW_BACKSLASHES else text
+    return text.str.replace_all("\\", "\\\\", literal=True) if json_reader and _reader_keeps_backslashes() else text
 
 
 def masks(frame: pl.DataFrame, images: pl.DataFrame, path, what: str, row: pl.Expr,

@@ -25,8 +25,8 @@ from evalengine.arrow import arrow_array
 from evalengine.match.protocol import (Protocol, column_array, increasing, positive_integers,
                                        real_numbers, take_rows, unit_thresholds)
 from evalengine.match.score_order import matching_order
-from evalengine.match.shapes import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,
-                                     mask_similarity, places, shape_tables, sources, with_shapes)
+from evalengine.match.shape_columns import (SHAPE_COLUMNS, keypoint_ignored, keypoint_similarity, kpt_sigmas,
+                                            mask_similarity, places, shape_tables, sources, with_shapes)
 
 # pycocotools builds both arrays with np.linspace: iou_thresholds[8] is 0.8999999999999999 and ten of
 # the recall thresholds lie one ulp above k/100. Parity needs these exact floats.

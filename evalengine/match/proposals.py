@@ -26,7 +26,7 @@ from evalengine.geometry.boundary_pr import MORPH_TOLERANCE
 from evalengine.geometry.boxes import corners
 from evalengine.match.greedy_iou import best_blocks_by_image, greedy_blocks_by_image, greedy_by_image
 from evalengine.match.protocol import Protocol, box_keyed, column_array, positive_integers, real_numbers
-from evalengine.match.shapes import SHAPE_COLUMNS, boundary_f_similarity, mask_similarity, sources, with_shapes
+from evalengine.match.shape_columns import SHAPE_COLUMNS, boundary_f_similarity, mask_similarity, sources, with_shapes
 
 # round(10.^(0:0.5:4)) of the toolbox
 HOSANG_BUDGETS = (1, 3, 10, 32, 100, 316, 1000, 3162, 10000)

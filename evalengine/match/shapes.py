@@ -1,15 +1,12 @@
 """The similarity steps of the COCO protocol's ``segm``, ``boundary`` and ``keypoints`` iou types (pycocotools
-``computeIoU`` on masks, boundary-iou-api's ``computeBoundaryIoU``, ``computeOks``): the stored columns they read,
-the checks that name what is missing, the keypoint sigmas.
+``computeIoU`` on masks, boundary-iou-api's ``computeBoundaryIoU``, ``computeOks``) and the checks that name what is
+missing (the columns they read, the keypoint sigmas and how rows are named: :mod:`evalengine.match.shape_columns`).
 
 ``segm``: mask IoU of the stored run lengths (:func:`evalengine.geometry.masks.mask_iou_blocks`; crowd: intersection
 over the detection's mask area), areas for the area ranges as pycocotools (a ground truth's ``area`` field, a
 result's as ``loadRes`` set it: both the stored ``area``). ``keypoints``: OKS (:func:`evalengine.geometry.oks.oks_blocks`)
 with each category's sigmas; ground truths with ``num_keypoints`` 0 are ignored, as pycocotools ``_prepare``.
 """
-
-import math
-import numbers
 
 import numpy as np
 import polars as pl
@@ -24,18 +21,13 @@ from evalengine.geometry.boundary_pr import morph_precision_recall
 from evalengine.geometry.box_iou import block_offsets
 from evalengine.geometry.mask_boundary import boundary_count_blocks, mask_boundaries
 from evalengine.geometry.masks import mask_iou_blocks, spans
-from evalengine.geometry.oks import COCO_PERSON_SIGMAS, keypoint_vars, oks_blocks
+from evalengine.geometry.oks import keypoint_vars, oks_blocks
 from evalengine.io import rle
+# the light helpers live in shape_columns (box matching imports them without this module); the other protocols
+# import them from here too
+from evalengine.match.shape_columns import SHAPE_COLUMNS, kpt_sigmas, places, sources, with_shapes  # noqa: F401
 
-# the shape columns each iou type reads, per side (schema.MASK, schema.GT_KEYPOINTS / KEYPOINTS)
-SHAPE_COLUMNS = {
-    "bbox": {"gt": (), "dt": ()},
-    "segm": {"gt": ("mask_h", "mask_w", "mask_rle"), "dt": ("mask_h", "mask_w", "mask_rle")},
-    "boundary": {"gt": ("mask_h", "mask_w", "mask_rle"), "dt": ("mask_h", "mask_w", "mask_rle")},
-    "keypoints": {"gt": ("keypoints", "num_keypoints"), "dt": ("keypoints",)},
-}
 _WHAT = {"segm": "masks ('segmentation')", "boundary": "masks ('segmentation')", "keypoints": "keypoints"}
-_SHAPE_TYPES = {**schema.MASK, **schema.GT_KEYPOINTS}
 
 
 def shape_tables(layout, run: str, iou_type: str, files: dict) -> list:
@@ -61,13 +53,6 @@ def shape_tables(layout, run: str, iou_type: str, files: dict) -> list:
     return stored
 
 
-def with_shapes(frame: pl.DataFrame, shapes: pl.DataFrame | None, columns) -> pl.DataFrame:
-    """``frame`` beside its shape columns read apart (:func:`shape_tables`), or null ones where none are stored."""
-    if shapes is not None:
-        return frame.hstack(shapes)
-    return frame.with_columns(pl.lit(None, dtype=_SHAPE_TYPES[c]).alias(c) for c in columns)
-
-
 def _rows(frame: pl.DataFrame, column: str) -> tuple:
     """``(values, span)`` of a list column: row ``r``'s values are ``values[span[r, 0]:span[r, 1]]`` (none if null)."""
     array = frame.get_column(column).to_arrow()
@@ -84,18 +69,6 @@ def _refuse(frame: pl.DataFrame, bad: np.ndarray, where: tuple, problem: str) ->
         ident, category = frame.get_column(where[1])[first], frame.get_column("category_id")[first]
         more = f" (and {int(bad.sum()) - 1} more)" if bad.sum() > 1 else ""
         raise ProtocolError(f"{where[0]} {ident} (category {category}) {problem}{more}")
-
-
-def places(context: dict) -> dict:
-    """How errors name a row of each side: ``(source file: annotation | result, id column)``."""
-    return {"gt": (f"{context['sources']['gt']}: annotation", "gt_id"),
-            "dt": (f"{context['sources']['dt']}: result", "det_id")}
-
-
-def sources(layout, run: str) -> dict:
-    """The input files of the ground truth and of ``run`` (the store where not recorded), for errors."""
-    provenance = layout.manifest.get("provenance", {})
-    return {"gt": provenance.get("gt") or str(layout.root), "dt": provenance.get(run) or str(layout.root)}
 
 
 def _masks(frame: pl.DataFrame, paired: np.ndarray, where: tuple, iou_type: str, boundary: bool = False) -> tuple:
@@ -160,39 +133,6 @@ def boundary_f_similarity(gt: pl.DataFrame, dt: pl.DataFrame, groups: tuple, tol
         counts, offsets = boundary_count_blocks(sides[1], sides[0], *groups, lo, hi)
         return morph_precision_recall(counts)[0], offsets
     return blocks
-
-
-def kpt_sigmas(value) -> tuple:
-    """The keypoint sigmas as the protocol holds them: ``((category_id or None, sigmas), …)``, ``None`` the default of
-    every category not listed. ``value``: None (COCO's 17 person sigmas for every category), a list (for every
-    category), or a mapping ``{category_id: list}`` (the others: COCO's person sigmas)."""
-    if value is None:
-        return ((None, COCO_PERSON_SIGMAS),)
-    if isinstance(value, tuple) and value and all(isinstance(p, tuple) and len(p) == 2 for p in value) and \
-            value[0][0] is None:
-        return value  # already normalised (dataclasses.replace)
-    if isinstance(value, dict):
-        entries = {None: COCO_PERSON_SIGMAS}
-        for key, sigmas in value.items():
-            try:
-                category = int(key)
-            except (TypeError, ValueError):
-                raise ProtocolError(f"kpt_oks_sigmas: a category id is an integer, got {key!r}") from None
-            entries[category] = _sigma_list(f"kpt_oks_sigmas[{category}]", sigmas)
-        return ((None, entries.pop(None)), *sorted(entries.items()))
-    return ((None, _sigma_list("kpt_oks_sigmas", value)),)
-
-
-def _sigma_list(name: str, values) -> tuple:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise ProtocolError(f"{name}: expected a list of positive numbers, got {values!r}")
-    values = tuple(values)
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (v > 0 and math.isfinite(v)):
-            raise ProtocolError(f"{name}: {v!r} is not a positive number")
-    if not values:
-        raise ProtocolError(f"{name}: at least one sigma is needed")
-    return tuple(float(v) for v in values)
 
 
 def _sigma_rows(categories: np.ndarray, sigmas: tuple, use_cats: bool) -> tuple:
