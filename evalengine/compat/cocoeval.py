@@ -27,7 +27,7 @@ from evalengine.compat.ious import iou_matrices
 from evalengine.compat.zero_id import with_zero_id_groups, zero_id_groups
 from evalengine.match.coco import (COCO_AREA_RANGES, COCO_MAX_DETS, COCO_RECALL_THRESHOLDS, KEYPOINT_AREA_RANGES,
                                    KEYPOINT_MAX_DETS, CocoProtocol)
-from evalengine.match.shapes import kpt_sigmas
+from evalengine.match.shape_columns import kpt_sigmas
 from evalengine.metrics.summary import KEYPOINT_LAYOUT, SUMMARY_LAYOUT, summary_cap
 from evalengine.store.build import create_store
 from evalengine.store.sharding import default_shard_count

@@ -8,7 +8,7 @@ blocks it matches with."""
 from evalengine import schema
 from evalengine.match.coco import similarity
 from evalengine.match.groups import block_chunks
-from evalengine.match.shapes import SHAPE_COLUMNS, places, with_shapes
+from evalengine.match.shape_columns import SHAPE_COLUMNS, places, with_shapes
 from evalengine.store.layout import read_stored
 
 

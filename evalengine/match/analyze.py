@@ -38,7 +38,7 @@ from evalengine.errors import InputError, ProtocolError, check_option
 from evalengine.match.coco import (COCO_AREA_RANGES, COCO_RECALL_THRESHOLDS, SIMILARITY, CocoProtocol, assign,
                                    ignore_flags, match_shard, prepare_dt, rules)
 from evalengine.match.protocol import Protocol, column_array
-from evalengine.match.shapes import SHAPE_COLUMNS, places, shape_tables, sources, with_shapes
+from evalengine.match.shape_columns import SHAPE_COLUMNS, places, shape_tables, sources, with_shapes
 
 # every curve of MATLAB's figure, in its order; BG and FN are not matched (BG = Oth's precision > 0, FN = 1)
 CURVES = ("C75", "C50", "Loc", "Sim", "Oth", "BG", "FN")

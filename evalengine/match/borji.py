@@ -54,7 +54,7 @@ from evalengine.io import rle
 from evalengine.match.coco import SIMILARITY, CocoProtocol, match_shard, prepare_gt
 from evalengine.match.groups import block_chunks, merge_groups
 from evalengine.match.protocol import Protocol, column_array, unit_thresholds
-from evalengine.match.shapes import SHAPE_COLUMNS, places, shape_tables, sources, with_shapes
+from evalengine.match.shape_columns import SHAPE_COLUMNS, places, shape_tables, sources, with_shapes
 
 VARIANTS = ("borji_ref", "paper")
 DUPLICATES = ("coco", "gt_major")

@@ -28,7 +28,7 @@ from evalengine.errors import InputError, ProtocolError, check_option
 from evalengine.match import coco
 from evalengine.match.protocol import column_array, take_rows
 from evalengine.match.score_order import category_index, sort_rows
-from evalengine.match.shapes import SHAPE_COLUMNS, places, sources, with_shapes
+from evalengine.match.shape_columns import SHAPE_COLUMNS, places, sources, with_shapes
 
 LVIS_MAX_DETS = 300  # lvis-api Params.max_dets: detections per image, over all categories
 IOU_TYPES = ("bbox", "segm")  # LVISEval's

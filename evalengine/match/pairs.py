@@ -31,7 +31,7 @@ from evalengine.geometry.box_iou import COCO, box_iou_blocks
 from evalengine.geometry.boxes import xywh
 from evalengine.match.groups import block_chunks, file_order_by_image, merge_groups
 from evalengine.match.protocol import Protocol, box_keyed, column_array, unit_thresholds
-from evalengine.match.shapes import SHAPE_COLUMNS, mask_similarity, places, shape_tables, sources, with_shapes
+from evalengine.match.shape_columns import SHAPE_COLUMNS, mask_similarity, places, shape_tables, sources, with_shapes
 
 IOU_TYPES = ("bbox", "segm")
 
