@@ -221,29 +221,30 @@ def _rle_masks(rows: pl.DataFrame, kind: str, path, what: str) -> tuple:
         values, offsets = values.astype(np.uint32), np.concatenate([[0], np.cumsum(lengths)])
         strings, bad = rle.encode_strings(values, offsets, arrow=True), rle.first_bad_counts(values, offsets, h, w)
     else:
-        strings = given.to_arrow()
+        strings = given  # kept in Polars: to Arrow and back copied every string twice
         if "runs_sum" in rows.schema["_rle"].to_schema():  # summed by the JSON kernels as they read the strings
             sums = rows.get_column("_rle").struct.field("runs_sum").to_numpy()
             malformed, bad = rle.first_bad_sums(sums, h, w)
         else:
-            malformed, bad = rle.first_bad_strings(strings, h, w)
+            malformed, bad = rle.first_bad_strings(strings.to_arrow(), h, w)
         if malformed >= 0:  # rleFrString's characters are '0'..'o' (5 bits and 0x20 for "more"): the last ends a value
             _reject(rows, counts.str.contains(r"[^0-o]|[P-o]$"), path, what,
                     "'segmentation' counts is not a compressed RLE string", shown=counts)
     if bad >= 0:
-        total = int(rle.decode_strings(strings[bad:bad + 1])[0].sum(dtype=np.int64))
+        total = int(rle.decode_strings(pl.Series(strings[bad:bad + 1]).to_list())[0].sum(dtype=np.int64))
         raise InputError(f"{path}: {what} {rows.get_column('_id')[bad]}: 'segmentation' RLE counts sum to {total}, "
                          f"not height x width = {h[bad] * w[bad]}")
     return rows.get_column("_row"), strings
 
 
 def _assembled(frame: pl.DataFrame, polygon: pl.DataFrame, parts: list) -> Masks:
-    """Every row's mask in row order (each part holds some rows' masks as compressed strings)."""
+    """Every row's mask in row order (each part holds some rows' masks as compressed strings, in Arrow or Polars)."""
     n = frame.height
     whole = [part for part in parts if len(part[0]) == n]
     if whole:  # one form for every row (rows in order): as it is
         strings, has = whole[0][1], np.ones(n, bool)
     else:
+        parts = [(rows, given.to_arrow() if isinstance(given, pl.Series) else given) for rows, given in parts]
         at, done = np.full(n, -1, np.int64), 0
         for rows, given in parts:
             at[rows.to_numpy()] = done + np.arange(len(rows))
@@ -255,7 +256,7 @@ def _assembled(frame: pl.DataFrame, polygon: pl.DataFrame, parts: list) -> Masks
     columns = frame.select(
         pl.when(shaped).then(pl.col("_h")).alias("mask_h"),
         pl.when(shaped).then(pl.col("_w")).alias("mask_w"),
-    ).with_columns(pl.from_arrow(strings).alias("mask_rle"), _polygons(n, polygon)).cast(schema.MASK)
+    ).with_columns(pl.Series(strings).alias("mask_rle"), _polygons(n, polygon)).cast(schema.MASK)
     h, w = _sizes(frame)
     return Masks(columns=columns, height=h, width=w)
 
