@@ -197,7 +197,7 @@ def _confusion_runs(gt: pl.DataFrame, ranked: pl.DataFrame, supercategories: dic
 def analyze_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, supercategories: dict,
                   protocol: AnalyzeProtocol, where: dict | None = None) -> tuple:
     """``(dt rows, gt rows)`` of one shard (schemas :func:`evalengine.schema.analyze_dt_schema` and
-    ``analyze_gt_schema``); ``where``: how errors name a row (:func:`evalengine.match.shapes.places`)."""
+    ``analyze_gt_schema``); ``where``: how errors name a row (:func:`evalengine.match.shape_columns.places`)."""
     coco = protocol.coco
     dt_matches, gt_matches = match_shard(gt, dt, category_ids, coco, where)
     ranked = prepare_dt(dt, category_ids, coco)  # the rows of dt_matches, in its order

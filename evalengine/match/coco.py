@@ -58,7 +58,7 @@ class CocoProtocol(Protocol):
     ``bbox``, ``segm`` (masks), ``boundary`` (boundary IoU, Cheng et al.) or ``keypoints`` (OKS); ``area_ranges`` and ``max_dets`` left out are pycocotools'
     defaults for it (keypoints: all/medium/large and 20). ``kpt_oks_sigmas`` (keypoints): a list for every category,
     or ``{category_id: list}`` (the others: COCO's 17 person sigmas, the default; see
-    :func:`evalengine.match.shapes.kpt_sigmas`); with ``use_cats`` off, one list, as pycocotools.
+    :func:`evalengine.match.shape_columns.kpt_sigmas`); with ``use_cats`` off, one list, as pycocotools.
     ``kpt_use_cats_quirk`` reproduces pycocotools' ``computeOks`` with ``useCats=0``: it looks the objects up under
     category -1, finds none, and nothing matches (AP 0); False matches the pooled objects by OKS.
     ``ignore_flag`` honours the annotations' ``ignore`` field as MATLAB's ``CocoEval.evaluateImg`` does (ignored:
@@ -292,7 +292,7 @@ def similarity(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoP
 def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict | None = None,
                 dt_rows: np.ndarray | None = None):
     """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`). ``where``:
-    how errors name a row (:func:`evalengine.match.shapes.places`); ``dt_rows``: the rows of ``dt`` to match
+    how errors name a row (:func:`evalengine.match.shape_columns.places`); ``dt_rows``: the rows of ``dt`` to match
     (ascending; None: all), a protocol's filter handed over without a copy of the frame (LVIS's federated rows)."""
     where = where or {"gt": ("annotation", "gt_id"), "dt": ("result", "det_id")}
     gt, dt, groups, blocks = similarity(gt, dt, category_ids, protocol, where, dt_rows)

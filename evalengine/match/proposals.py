@@ -124,7 +124,7 @@ def evaluated_gt(gt: pl.DataFrame, protocol: ProposalProtocol) -> pl.DataFrame:
 def match_proposal_shard(gt: pl.DataFrame, proposals: pl.DataFrame, protocol: ProposalProtocol,
                          where: dict | None = None):
     """Match one shard; return ``(gt_matches, image_counts)`` (schemas in :mod:`evalengine.schema`). ``where``: how
-    errors name a row (masks: :func:`evalengine.match.shapes.places`)."""
+    errors name a row (masks: :func:`evalengine.match.shape_columns.places`)."""
     gt = evaluated_gt(gt, protocol)
     budgets = np.array(protocol.budgets, np.int64)
     ranked = proposals.filter(pl.col("rank").is_not_null() & (pl.col("rank") <= int(budgets[-1])))

@@ -23,9 +23,7 @@ from evalengine.geometry.mask_boundary import boundary_count_blocks, mask_bounda
 from evalengine.geometry.masks import mask_iou_blocks, spans
 from evalengine.geometry.oks import keypoint_vars, oks_blocks
 from evalengine.io import rle
-# the light helpers live in shape_columns (box matching imports them without this module); the other protocols
-# import them from here too
-from evalengine.match.shape_columns import SHAPE_COLUMNS, kpt_sigmas, places, sources, with_shapes  # noqa: F401
+from evalengine.match.shape_columns import SHAPE_COLUMNS, sources
 
 _WHAT = {"segm": "masks ('segmentation')", "boundary": "masks ('segmentation')", "keypoints": "keypoints"}
 
