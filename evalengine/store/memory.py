@@ -141,7 +141,11 @@ class MemoryLayout(StoreLayout):
                   if "=" in level}
         frames = [frame.lazy().with_columns(*[pl.lit(value, pl.String).alias(key) for key, value in levels.items()],
                                             pl.lit(k, pl.Int64).alias("shard")) for k, frame in shards]
-        return pl.concat(frames) if frames else pl.LazyFrame()
+        if not frames:
+            return pl.LazyFrame()
+        table = pl.concat(frames)
+        table.shard_frames = tuple(frames)  # read a shard at a time without filtering the whole (store.spill)
+        return table
 
     def recorded(self, folder) -> dict | None:
         """The ``protocol.json`` of a match table kept here, None if none is."""

@@ -17,6 +17,21 @@ _BATCH = "__batch"
 _OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
+def shard_pieces(table: pl.LazyFrame):
+    """``table`` a shard at a time, in table order: the frames it was made of where it is a store in memory's
+    sharded table as it was scanned (``shard_frames``: a tuple of zero-copy frames, one per shard, set by
+    :meth:`~evalengine.store.memory.MemoryLayout.scan_sharded`; filtering their concatenation per shard would pass
+    over every row once per shard), else its rows of each value of ``shard`` (a sharded table on disk,
+    :func:`~evalengine.store.shards.scan_shards`, or any table derived from a sharded one), else the whole table."""
+    frames = getattr(table, "shard_frames", None)
+    if frames is not None:
+        return frames
+    if "shard" in table.collect_schema():
+        shards = table.select(pl.col("shard").unique(maintain_order=True)).collect().get_column("shard")
+        return (table.filter(pl.col("shard") == k) for k in shards)
+    return [table]
+
+
 def spilled_batches(table: pl.LazyFrame, columns: list, batch: pl.Expr, n_batches: int, scratch=None):
     """The ``columns`` of the rows of ``table`` whose ``batch`` (an expression giving an integer in ``[0, n_batches)``
     or null: not kept) is ``b``, as one frame per ``b`` in order, each row kept in its order in ``table``.
@@ -24,12 +39,8 @@ def spilled_batches(table: pl.LazyFrame, columns: list, batch: pl.Expr, n_batche
     A sharded table (:func:`~evalengine.store.shards.scan_shards`: a ``shard`` column) is read one shard at a time, so
     memory holds one shard's rows, not a streaming engine's read-ahead over every file. The spill folder lives in
     ``scratch`` (default: the system's temporary folder, ``TMPDIR``) while the generator runs."""
-    keyed = table.with_columns(batch.alias(_BATCH)).filter(pl.col(_BATCH).is_not_null())
-    if "shard" in table.collect_schema():
-        shards = table.select(pl.col("shard").unique(maintain_order=True)).collect().get_column("shard")
-        pieces = (keyed.filter(pl.col("shard") == k).select(*columns, _BATCH) for k in shards)
-    else:
-        pieces = [keyed.select(*columns, _BATCH)]
+    pieces = (piece.with_columns(batch.alias(_BATCH)).filter(pl.col(_BATCH).is_not_null()).select(*columns, _BATCH)
+              for piece in shard_pieces(table))
     empty = pl.DataFrame(schema=table.select(columns).collect_schema())
     with tempfile.TemporaryDirectory(prefix="evalengine-spill-", dir=scratch) as folder:
         paths = [Path(folder) / f"{b}.arrow" for b in range(n_batches)]

@@ -49,3 +49,26 @@ def test_batched_accumulation_is_bit_identical(seed, tmp_path):
     np.testing.assert_allclose(batched.precision, ref.eval["precision"].transpose(2, 3, 4, 0, 1), rtol=0, atol=1e-12)
     np.testing.assert_allclose(batched.scores, ref.eval["scores"].transpose(2, 3, 4, 0, 1), rtol=0, atol=1e-12)
     np.testing.assert_allclose(batched.recall, ref.eval["recall"].transpose(1, 2, 3, 0), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_store_in_memory_batched_equals_one_batch(seed, tmp_path):
+    """A store held in memory is split a shard frame at a time (store.spill.shard_pieces): forced small batches give
+    the arrays of one batch, and those of the same data on disk."""
+    rng = np.random.default_rng(3000 + seed)
+    gt, dt = random_coco(seed)
+    files, n_shards = write_inputs(tmp_path, gt, dt), int(rng.integers(1, 6))
+    in_memory = ingest_coco(*files, None, n_shards=n_shards).evaluate()
+    on_disk = ingest_coco(*files, tmp_path / "store", n_shards=n_shards).evaluate()
+    dt_matches = in_memory.dt_matches()
+    assert len(dt_matches.shard_frames) == n_shards or dt_matches.collect().height == 0
+    whole = on_disk.accumulate(want_curve=True)
+    rows = dt_matches.group_by("category_id").len().collect()
+    batch_rows = int(rng.integers(1, rows.get_column("len").max() + 1)) if rows.height else 1
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    batched = accumulate(dt_matches, in_memory.gt_matches(), in_memory.category_ids, in_memory.protocol,
+                         want_curve=True, batch_rows=batch_rows, scratch=scratch)
+    for name in ("ap", "recall", "precision", "scores"):
+        np.testing.assert_array_equal(getattr(batched, name), getattr(whole, name))
+    assert list(scratch.iterdir()) == []
