@@ -17,13 +17,13 @@ import polars as pl
 import pyarrow as pa
 
 from evalengine.arrow import arrow_array
-from evalengine.io import json_values
+from evalengine.io import json_numbers
 from evalengine.io.json_values import correctly_rounded, known_key, plain_end, room, space, string_end
 from evalengine.io.rle import reserve, runs_sum
 
-# json_values.number, called rather than inlined (it is inlined in the box kernel): inlining it at these call sites
+# json_numbers.number, called rather than inlined (it is inlined in the box kernel): inlining it at these call sites
 # made the kernel take minutes to compile, and masks hold few numbers
-number = numba.njit(cache=True, nogil=True)(json_values.number.py_func)
+number = numba.njit(cache=True, nogil=True)(json_numbers.number.py_func)
 
 # a row's form
 NO_MASK, POLYGONS, COMPRESSED, UNCOMPRESSED = 0, 1, 2, 3
