@@ -275,11 +275,12 @@ def ignore_flags(gt: pl.DataFrame, honoured: bool) -> np.ndarray:
 
 
 def similarity(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict,
-               dt_rows: np.ndarray | None = None) -> tuple:
+               dt_rows: np.ndarray | None = None, gt_rows: np.ndarray | None = None) -> tuple:
     """``(gt, dt, groups, blocks)``: one shard's objects in matching order (pycocotools ``computeIoU``'s: ground truths
     as given, detections by score and cut), their groups (gt start, gt length, dt start, dt length) and the function
-    giving the similarity blocks of a group range (:data:`SIMILARITY`)."""
-    gt = prepare_gt(gt, category_ids, protocol.use_cats)
+    giving the similarity blocks of a group range (:data:`SIMILARITY`). ``gt_rows``: the rows of ``gt`` to match,
+    already in :func:`prepare_gt`'s order (None: :func:`prepare_gt`)."""
+    gt = prepare_gt(gt, category_ids, protocol.use_cats) if gt_rows is None else take_rows(gt, gt_rows)
     dt = prepare_dt(dt, category_ids, protocol, dt_rows)
     first, second = ("category_id", "image_id") if protocol.use_cats else ("image_id", "category_id")
     groups = merge_groups(column_array(gt, first), column_array(gt, second), column_array(dt, first), column_array(dt, second),
@@ -290,12 +291,13 @@ def similarity(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoP
 
 
 def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict | None = None,
-                dt_rows: np.ndarray | None = None):
+                dt_rows: np.ndarray | None = None, gt_rows: np.ndarray | None = None):
     """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`). ``where``:
     how errors name a row (:func:`evalengine.match.shape_columns.places`); ``dt_rows``: the rows of ``dt`` to match
-    (ascending; None: all), a protocol's filter handed over without a copy of the frame (LVIS's federated rows)."""
+    (ascending; None: all), ``gt_rows`` those of ``gt`` in matching order (None: :func:`prepare_gt`), a protocol's
+    filter handed over without a copy of the frame (LVIS's federated rows)."""
     where = where or {"gt": ("annotation", "gt_id"), "dt": ("result", "det_id")}
-    gt, dt, groups, blocks = similarity(gt, dt, category_ids, protocol, where, dt_rows)
+    gt, dt, groups, blocks = similarity(gt, dt, category_ids, protocol, where, dt_rows, gt_rows)
     n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
     gt_ids = column_array(gt, "gt_id")
     gt_ignore = ignore_flags(gt, protocol.ignore_flag)

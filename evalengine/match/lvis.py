@@ -26,7 +26,7 @@ import polars as pl
 
 from evalengine.errors import InputError, ProtocolError, check_option
 from evalengine.match import coco
-from evalengine.match.protocol import column_array, take_rows
+from evalengine.match.protocol import column_array
 from evalengine.match.score_order import category_index, sort_rows
 from evalengine.match.shape_columns import SHAPE_COLUMNS, places, sources, with_shapes
 
@@ -80,8 +80,8 @@ class LvisProtocol(coco.CocoProtocol):
         dt = with_shapes(tables["dt"], tables.get("dt_shapes"), shapes["dt"])
         gt = with_shapes(tables["gt"], tables.get("gt_shapes"), shapes["gt"])
         categories = np.unique(context["category_ids"])
-        gt, rows = federated(gt, dt, tables["negative"], categories, self.max_dets[0])
-        dt_matches, gt_matches = coco.match_shard(gt, dt, categories, self, places(context), rows)
+        gt, gt_rows, rows = federated(gt, dt, tables["negative"], categories, self.max_dets[0])
+        dt_matches, gt_matches = coco.match_shard(gt, dt, categories, self, places(context), rows, gt_rows)
         return {"dt": not_exhaustive(dt_matches, tables["not_exhaustive"], len(self.iou_thresholds), categories),
                 "gt": gt_matches}
 
@@ -130,22 +130,23 @@ def _by_shard(pairs: pl.DataFrame, n_shards: int) -> list:
 
 def federated(gt: pl.DataFrame, dt: pl.DataFrame, negative: pl.DataFrame, categories: np.ndarray,
               max_dets: int) -> tuple:
-    """``(gt, rows)``: the ground truths lvis-api evaluates (of an evaluated category and area in (0, inf); no crowd)
-    and the rows of ``dt`` it evaluates (ascending): the per-image cap, the area and category filters and the
-    federated filter in one pass (:func:`_federated_kept`), handed to the COCO matching as rows, not a copy.
-    ``negative``: the shard's ``(image_id, category_id)`` of ``neg_category_ids``; ``categories``: the evaluated
-    ids, sorted and distinct."""
+    """``(gt, gt_rows, rows)``: ``gt`` without crowd (lvis-api does not read ``iscrowd``), the rows of it lvis-api
+    evaluates (of an evaluated category and area in (0, inf)) in the COCO matching's order (category, image, file
+    order: :func:`~evalengine.match.coco.prepare_gt`'s) and the rows of ``dt`` it evaluates (ascending): the
+    per-image cap, the area and category filters and the federated filter in one pass (:func:`_federated_kept`),
+    handed to the COCO matching as rows, not copies. ``negative``: the shard's ``(image_id, category_id)`` of
+    ``neg_category_ids``; ``categories``: the evaluated ids, sorted and distinct."""
     gt_cat = category_index(categories, column_array(gt, "category_id"))
-    gt_area = column_array(gt, "area", np.float64)
-    gt_rows = np.flatnonzero((gt_cat >= 0) & (gt_area > 0) & (gt_area < np.inf))
-    gt = take_rows(gt, gt_rows).with_columns(pl.lit(False).alias("iscrowd"))
+    gt_image, gt_area = column_array(gt, "image_id"), column_array(gt, "area", np.float64)
+    kept = np.flatnonzero((gt_cat >= 0) & (gt_area > 0) & (gt_area < np.inf))
+    gt_rows = kept[np.lexsort((column_array(gt, "gt_order")[kept], gt_image[kept], gt_cat[kept]))]
+    gt = gt.with_columns(pl.lit(False).alias("iscrowd"))
     negative_image, negative_cat = _labelled(negative, categories)
     rows = _federated_kept(column_array(dt, "image_id"), category_index(categories, column_array(dt, "category_id")),
                            column_array(dt, "score", np.float64), column_array(dt, "det_id"),
-                           column_array(dt, "area", np.float64),
-                           np.concatenate([column_array(gt, "image_id"), negative_image]),
-                           np.concatenate([gt_cat[gt_rows], negative_cat]), categories.shape[0], max_dets)
-    return gt, rows
+                           column_array(dt, "area", np.float64), np.concatenate([gt_image[kept], negative_image]),
+                           np.concatenate([gt_cat[kept], negative_cat]), categories.shape[0], max_dets)
+    return gt, gt_rows, rows
 
 
 def _labelled(pairs: pl.DataFrame, categories: np.ndarray) -> tuple:

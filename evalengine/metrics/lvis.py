@@ -46,7 +46,10 @@ def lvis_results(acc: Accumulation, frequency: np.ndarray) -> dict:
 
 
 def per_class_ap(acc: Accumulation) -> pl.DataFrame:
-    """``category_id, ap``: AP@[.50:.95] of each category, area 'all': the mean of lvis-api's defined
-    ``precision[:, :, k, 0]`` (−1 where the category has no regular ground truth)."""
+    """``category_id, ap``: AP@[.50:.95] of each category, area 'all': the mean of lvis-api's ``precision[:, :, k,
+    0]``, −1 where the category has no regular ground truth. A category's curves are all defined or all −1 (the
+    accumulation fills every threshold of a category with ground truth), so each is one row's mean, in one reduction
+    over the categories (a row's sum is the same pairwise sum as ``np.mean`` of that row alone)."""
+    curves = acc.precision[:, 0, 0].reshape(len(acc.category_ids), -1)
     return pl.DataFrame({"category_id": acc.category_ids,
-                         "ap": [mean_defined(curves) for curves in acc.precision[:, 0, 0]]})
+                         "ap": np.where(curves[:, 0] > -1, curves.mean(axis=1), -1.0)})

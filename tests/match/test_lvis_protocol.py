@@ -174,6 +174,7 @@ def test_federated_kernel_equals_the_joins(seed):
     flag table (a shard's images by the categories) and as a hash table (so many categories that it is not dense)."""
     import polars as pl
 
+    from evalengine.match import coco
     from evalengine.match.lvis import _pairs_in, federated
     from evalengine.match.score_order import category_index
 
@@ -188,17 +189,19 @@ def test_federated_kernel_equals_the_joins(seed):
                        "area": rng.choice([0.0, np.inf, np.nan, 1.0, 2.5, 900.0], n)})
     m = int(rng.integers(0, 200))
     gt = pl.DataFrame({"image_id": rng.choice(images, m), "category_id": rng.choice(pool, m),
-                       "area": rng.choice([0.0, 4.0, np.inf, np.nan], m), "iscrowd": rng.random(m) < 0.5})
+                       "area": rng.choice([0.0, 4.0, np.inf, np.nan], m), "iscrowd": rng.random(m) < 0.5,
+                       "gt_order": rng.permutation(m)})
     pairs = {side: pl.DataFrame({"image_id": rng.choice(images, k), "category_id": rng.choice(pool, k)})
              for side, k in (("negative", int(rng.integers(0, 60))), ("flagged", int(rng.integers(0, 60))))}
     max_dets = int(rng.choice([1, 5, 40, 300]))
-    kept_gt, rows = federated(gt, dt, pairs["negative"], categories, max_dets)
+    no_crowd, gt_rows, rows = federated(gt, dt, pairs["negative"], categories, max_dets)
     assert (np.diff(rows) > 0).all()
     assert dt[rows].get_column("det_id").to_list() == _federated_by_polars(gt, dt, pairs["negative"], categories,
                                                                            max_dets)
-    assert not kept_gt.get_column("iscrowd").any() and kept_gt.height == gt.filter(
-        pl.col("category_id").is_in(pl.Series(categories).implode()) & (pl.col("area") > 0)
-        & (pl.col("area") < np.inf)).height
+    assert not no_crowd.get_column("iscrowd").any() and no_crowd.drop("iscrowd").equals(gt.drop("iscrowd"))
+    # the kept ground truths in prepare_gt's order (category, image, file order)
+    assert no_crowd[gt_rows].equals(coco.prepare_gt(no_crowd.filter((pl.col("area") > 0) & (pl.col("area") < np.inf)),
+                                                    categories))
     expected = dt.with_row_index().join(pairs["flagged"].filter(pl.col("category_id").is_in(
         pl.Series(categories).implode())), on=["image_id", "category_id"], how="semi").get_column("index")
     for n_cat in (categories.shape[0], categories.shape[0] + 10**6):  # the flag table, the hash table
