@@ -14,12 +14,19 @@ whether the 13 results equal the first evalengine's (|diff| <= 1e-12, by ``get_r
     python benchmarks/bench_lvis.py --images 1000            # every tool, lvis-api included
     python benchmarks/bench_lvis.py --images 20000 --tools evalengine evalengine-store hotcoco lvis-api \
         --max-rss-gib 18 --lvis-api-as-gib 18                # lvis-api under prlimit --as (it needs more at 20k)
+    python benchmarks/bench_lvis.py --images 20000 --tools evalengine hotcoco --repeat 3 \
+        --baseline-path /tmp/base                           # also an earlier checkout's evalengine, interleaved
+
+``--repeat N`` runs the tools in turn N times (medians of wall, in-process and CPU time; the largest peak RSS; the 13
+results compared on every run); ``--baseline-path CHECKOUT`` adds ``evalengine (baseline)``: the one-shot of another
+checkout (``git worktree add CHECKOUT COMMIT``) on ``PYTHONPATH``, same interpreter, in the same turns.
 """
 
 import argparse
 import contextlib
 import io
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -32,10 +39,11 @@ import polars as pl
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from bench_coco import compile_bytecode, failed_row, run_child  # noqa: E402
+from bench_coco import _summary, compile_bytecode, failed_row, run_child  # noqa: E402
 from generate import generate, write  # noqa: E402
 
 TOOLS = ("evalengine", "evalengine-store", "lvis-api", "hotcoco")
+BASELINE = "evalengine (baseline)"  # --baseline-path: another checkout's one-shot, in the same run
 FREQUENCY_MIX = (("r", 337, 1.0), ("c", 461, 12.0), ("f", 405, 150.0))  # LVIS v1: count and a relative weight
 
 
@@ -131,6 +139,9 @@ def main(argv=None):
                         help="run lvis-api under prlimit --as (its address space; at 20k images it may not fit)")
     parser.add_argument("--no-warm-up", action="store_true",
                         help="numba's kernels are already compiled and cached (a run of this script did it)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each tool, interleaved (medians)")
+    parser.add_argument("--baseline-path", type=Path, default=None, metavar="CHECKOUT",
+                        help="also run the one-shot of this checkout (on PYTHONPATH), in the same turns")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--child", nargs=3, metavar=("TOOL", "GT", "DT"), help=argparse.SUPPRESS)
     parser.add_argument("--prepare-only", action="store_true", help=argparse.SUPPRESS)
@@ -144,31 +155,42 @@ def main(argv=None):
     # prepared in a child, so that this process stays small (a forked child's peak RSS counts its pages)
     subprocess.run([sys.executable, __file__, "--prepare-only", *(argv if argv is not None else sys.argv[1:])],
                    check=True)
-    inputs = {tool: str(data / ("store" if tool == "evalengine-store" else "dt.json")) for tool in args.tools}
-    first = next((t for t in args.tools if t.startswith("evalengine")), None)
-    rows = []
-    for tool in args.tools:
+    tools = [*args.tools, *([BASELINE] if args.baseline_path else [])]
+    inputs = {tool: str(data / ("store" if tool == "evalengine-store" else "dt.json")) for tool in tools}
+
+    def run(tool: str) -> dict:
         if tool == "evalengine-store":
-            shutil.rmtree(data / "store" / "matches", ignore_errors=True)
-        if tool == first and not args.no_warm_up:  # numba's kernels compiled and cached, untimed
-            run_child([sys.executable, __file__, "--child", tool, str(data / "gt.json"), inputs[tool]], 1e12)
             shutil.rmtree(data / "store" / "matches", ignore_errors=True)
         limit = (["prlimit", f"--as={int(args.lvis_api_as_gib * 2**30)}"]
                  if tool == "lvis-api" and args.lvis_api_as_gib else [])
-        result = run_child([*limit, sys.executable, __file__, "--child", tool, str(data / "gt.json"), inputs[tool]],
-                           args.max_rss_gib * 2**30)
-        rows.append({"tool": tool, **result})
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        checkout = ["env", f"PYTHONPATH={args.baseline_path.resolve()}"] if tool == BASELINE else []  # exec: same pid
+        argv = [*limit, *checkout, sys.executable, __file__, "--child", "evalengine" if tool == BASELINE else tool,
+                str(data / "gt.json"), inputs[tool]]
+        return {**run_child(argv, args.max_rss_gib * 2**30), "tool": tool}
+
+    for tool in tools:
+        if tool.startswith("evalengine") and not args.no_warm_up:  # numba's kernels compiled and cached, untimed
+            run(tool)
+    load = [os.getloadavg()[0]]
+    runs = {tool: [] for tool in tools}
+    for _ in range(args.repeat):
+        for tool in tools:
+            runs[tool].append(run(tool))
+            print(json.dumps(runs[tool][-1]), file=sys.stderr, flush=True)
+    load.append(os.getloadavg()[0])
+    first = next((t for t in tools if t.startswith("evalengine")), None)
+    rows = [_summary(runs[tool]) for tool in tools]
     ours = next((r for r in rows if r["tool"] == first and "stats" in r), None)
-    lines = [f"### LVIS-shaped: {args.images} images, 1203 classes, {args.dets_per_image} results per image", "",
+    lines = [f"### LVIS-shaped: {args.images} images, 1203 classes, {args.dets_per_image} results per image "
+             f"(median of {args.repeat}; load average {load[0]:.1f} → {load[1]:.1f})", "",
              "| tool | wall s | in-process s | CPU s | peak RSS MiB | wall ÷ first evalengine | CPU ÷ first evalengine "
              "| same 13 results (≤1e-12) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             lines.append(failed_row(r))
             continue
-        same = "–" if not ours else str(r["stats"].keys() == ours["stats"].keys() and max(
-            abs(r["stats"][k] - v) for k, v in ours["stats"].items()) <= 1e-12)
+        same = "–" if not ours else str(all(one["stats"].keys() == ours["stats"].keys() and max(
+            abs(one["stats"][k] - v) for k, v in ours["stats"].items()) <= 1e-12 for one in runs[r["tool"]]))
         ratio = r["wall_seconds"] / ours["wall_seconds"] if ours else float("nan")
         cpu_ratio = r["cpu_seconds"] / ours["cpu_seconds"] if ours else float("nan")
         lines.append(f"| {r['tool']} | {r['wall_seconds']:.2f} | {r['in_process_seconds']:.2f} | "
@@ -177,7 +199,8 @@ def main(argv=None):
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.md").write_text(table + "\n")
-    (args.out / f"{name}.json").write_text(json.dumps({"dataset": name, "results": rows}, indent=2))
+    (args.out / f"{name}.json").write_text(json.dumps({"dataset": name, "results": rows, "runs": runs, "load": load},
+                                                     indent=2))
 
 
 if __name__ == "__main__":
