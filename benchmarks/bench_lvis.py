@@ -4,9 +4,10 @@ An LVIS-shaped dataset (``lvis_generate``): 1,203 classes with LVIS v1's frequen
 frequent; a frequent class is far more often on an image, some rare classes on one image only), ~12 objects per image,
 every image with ``neg_category_ids`` (Poisson 8, categories it lacks) and ``not_exhaustive_category_ids`` (about one
 in ten of its categories), no crowd, and ``--dets-per-image`` results per image (300: LVIS's cap) over its categories
-and any others. Tools: ``evalengine`` (``evalengine lvis --gt --dt``, JSON in), ``evalengine-store`` (a store made
-by ``ingest_lvis``: matching and metrics only), ``lvis-api`` (0.5.3, ``np.float`` lent as ``float``) and ``hotcoco``
-(``COCOeval(..., lvis_style=True)``). Wall time, in-process time, peak RSS, the ratio to the first evalengine, and
+and any others. Tools: ``evalengine`` (the ``evalengine lvis --gt --dt`` command itself, JSON in, its process
+started as the console script starts it), ``evalengine-store`` (the command on a store made by ``ingest_lvis``:
+matching and metrics only), ``lvis-api`` (0.5.3, ``np.float`` lent as ``float``) and ``hotcoco`` (``COCOeval(...,
+lvis_style=True)``). Wall time, in-process time (the peers'), peak RSS, the ratio to the first evalengine, and
 CPU time (every thread's, imports included: on a shared, loaded machine the wall time is mostly waiting), and
 whether the 13 results equal the first evalengine's (|diff| <= 1e-12, by ``get_results`` key).
 
@@ -71,16 +72,6 @@ def lvis_generate(n_images: int, dets_per_image: int, seed: int = 0):
     return images, annotations, categories, detections
 
 
-def _evalengine(argv: list) -> dict:
-    from evalengine.cli import main
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        if main(["lvis", *argv, "--json", "--quiet"]) != 0:
-            raise SystemExit(f"evalengine lvis {' '.join(argv)} failed")
-    return json.loads(out.getvalue())["stats"]
-
-
 def _lvis_api(gt: str, dt: str) -> dict:
     import lvis
 
@@ -102,21 +93,19 @@ def _hotcoco(gt: str, dt: str) -> dict:
 
 
 def child(tool: str, gt: str, dt: str) -> None:
-    """One tool's run in this process: its results and in-process time as a JSON line."""
+    """A peer's run in this process: its results and in-process time as a JSON line."""
     started = time.perf_counter()
-    if tool == "evalengine":
-        stats = _evalengine(["--gt", gt, "--dt", dt])
-    elif tool == "evalengine-store":
-        stats = _evalengine([dt])
-    else:
-        stats = (_lvis_api if tool == "lvis-api" else _hotcoco)(gt, dt)
+    stats = (_lvis_api if tool == "lvis-api" else _hotcoco)(gt, dt)
     usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread's CPU time, imports included
     print(json.dumps({"tool": tool, "stats": stats, "in_process_seconds": time.perf_counter() - started,
                       "cpu_seconds": usage.ru_utime + usage.ru_stime}), flush=True)
-    if tool.startswith("evalengine"):
-        from evalengine.cli import end_process
 
-        end_process(0)
+
+def command(gt: str, dt: str) -> list:
+    """``evalengine lvis`` itself (``python -m evalengine.cli``: the console script's process, its start-up included);
+    its ``--json`` line holds the 13 results. ``dt``: a result file, or a store (``evalengine-store``)."""
+    inputs = ["--gt", gt, "--dt", dt] if dt.endswith(".json") else [dt]
+    return ["-m", "evalengine.cli", "lvis", *inputs, "--json", "--quiet"]
 
 
 def _prepare(data: Path, images: int, dets_per_image: int, store: bool) -> None:
@@ -164,9 +153,12 @@ def main(argv=None):
         limit = (["prlimit", f"--as={int(args.lvis_api_as_gib * 2**30)}"]
                  if tool == "lvis-api" and args.lvis_api_as_gib else [])
         checkout = ["env", f"PYTHONPATH={args.baseline_path.resolve()}"] if tool == BASELINE else []  # exec: same pid
-        argv = [*limit, *checkout, sys.executable, __file__, "--child", "evalengine" if tool == BASELINE else tool,
-                str(data / "gt.json"), inputs[tool]]
-        return {**run_child(argv, args.max_rss_gib * 2**30), "tool": tool}
+        gt = str(data / "gt.json")
+        argv = [*limit, *checkout, sys.executable, *(command(gt, inputs[tool]) if tool.startswith("evalengine")
+                                                     else [__file__, "--child", tool, gt, inputs[tool]])]
+        result = {**run_child(argv, args.max_rss_gib * 2**30), "tool": tool}
+        result.pop("per_class", None)
+        return {"in_process_seconds": float("nan"), **result}  # the command's own: not timed apart
 
     for tool in tools:
         if tool.startswith("evalengine") and not args.no_warm_up:  # numba's kernels compiled and cached, untimed
@@ -193,7 +185,8 @@ def main(argv=None):
             abs(one["stats"][k] - v) for k, v in ours["stats"].items()) <= 1e-12 for one in runs[r["tool"]]))
         ratio = r["wall_seconds"] / ours["wall_seconds"] if ours else float("nan")
         cpu_ratio = r["cpu_seconds"] / ours["cpu_seconds"] if ours else float("nan")
-        lines.append(f"| {r['tool']} | {r['wall_seconds']:.2f} | {r['in_process_seconds']:.2f} | "
+        in_process = "–" if np.isnan(r["in_process_seconds"]) else f"{r['in_process_seconds']:.2f}"
+        lines.append(f"| {r['tool']} | {r['wall_seconds']:.2f} | {in_process} | "
                      f"{r['cpu_seconds']:.2f} | {r['peak_rss_mib']:.0f} | {ratio:.2f} | {cpu_ratio:.2f} | {same} |")
     table = "\n".join(lines)
     print(table)
