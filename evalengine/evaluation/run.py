@@ -40,16 +40,17 @@ class MatchedRun(Shown):
         kind = f"{self.protocol.name} {iou_type}" if iou_type else self.protocol.name
         return f"run '{self.run}', {kind} ({self.protocol.match_key()}), store {self.layout.described()}"
 
-    def _keep_ap_table(self, make_table) -> None:
+    def _keep_ap_table(self, make_table, file_name: str = ACCUMULATION_FILE) -> None:
         """Write the AP table ``make_table()`` (a Polars frame) beside the match table (``accumulation.parquet``)
         once, under the store's write lock, for the SQL views that read it instead of accumulating (``ap``,
-        ``coco_summary``: ``sql/39_coco_ap_tables.sql``; ``borji_stage_ap``). Only when this protocol's parameters
+        ``coco_summary``: ``sql/39_coco_ap_tables.sql``; ``borji_stage_ap``), or another table they read
+        (``file_name``: OpenImages' curve order, ``sql/22_openimages_order.sql``). Only when this protocol's parameters
         are the ones its ``protocol.json`` records (the views accumulate with those); a match table made again replaces
         its folder, and this file with it. A store in memory or one this process cannot write keeps none (the views
         then accumulate in SQL)."""
         if not self.layout.persistent:  # a store in memory: no SQL view reads it
             return
-        target = self.matches_dir / ACCUMULATION_FILE
+        target = self.matches_dir / file_name
         if target.exists():
             return
         try:
