@@ -26,7 +26,7 @@ class OpenImagesEvaluation(MatchedRun):
         if key not in self._cache:
             self._cache[key] = oi_metrics.accumulate(self.dt_matches(), self.gt_matches(), self.layout.category_ids(),
                                                      self.protocol.group_of_weight, recall_bounds, weighted)
-            self._keep_ap_table(lambda: self._cache[key].order, ORDER_FILE)  # the SQL view's tie order
+            self._keep_table(ORDER_FILE, self._cache[key].order.write_parquet)  # the SQL view's tie order
         return self._cache[key]
 
     def per_class(self) -> pl.DataFrame:

@@ -122,7 +122,7 @@ def test_fsck_keeps_a_good_order_table_and_removes_a_damaged_one(tmp_path):
     assert target.exists() and fsck(store.path) == []
     target.write_bytes(b"not parquet")
     findings = fsck(store.path, repair=True)
-    assert [f.path for f in findings] == [str(target)] and "curve order unreadable" in findings[0].problem
+    assert [f.path for f in findings] == [str(target)] and "kept table unreadable" in findings[0].problem
     assert not target.exists() and (evaluation.matches_dir / "dt").is_dir()
     expected = evaluate_store_openimages(store, OpenImagesProtocol(), scheduler="sync").mean_ap()
     assert store.sql("SELECT map FROM openimages_map").item() == pytest.approx(expected, abs=1e-12)
