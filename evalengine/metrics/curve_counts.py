@@ -15,6 +15,8 @@ small. Categories are read in batches, so memory is bounded by a batch."""
 import numpy as np
 import polars as pl
 
+from evalengine.store.location import is_remote, location
+
 CATEGORY_BATCH = 8
 
 COLUMNS = {"category_id": pl.Int64, "area_index": pl.Int32, "max_dets": pl.Int64, "score": pl.Float64,
@@ -95,22 +97,21 @@ def batch_counts(dt: pl.DataFrame, gt: pl.DataFrame, protocol) -> pl.DataFrame:
 
 
 def write_curve_counts(path: str, dt: pl.LazyFrame, gt: pl.LazyFrame, protocol, category_ids: list) -> None:
-    """Write the rows of every category to ``path`` (Parquet), :data:`CATEGORY_BATCH` categories at a time."""
+    """Write the rows of every category to ``path`` (Parquet; a folder or an object store's URL),
+    :data:`CATEGORY_BATCH` categories at a time."""
     import pyarrow.parquet as pq
 
     columns = ["category_id", "image_id", "dt_rank", "score", "tp_bits", "ignored_bits"]
     batches = ([list(category_ids[i:i + CATEGORY_BATCH]) for i in range(0, len(category_ids), CATEGORY_BATCH)]
                if protocol.use_cats and category_ids else [None])
-    writer = None
-    try:
+    target = location(path)
+    with (target.fs.open_output_stream(target.key) if is_remote(target) else open(target, "wb")) as sink:
+        writer = None
         for batch in batches:
             chosen = (lambda frame: frame) if batch is None else (
                 lambda frame: frame.filter(pl.col("category_id").is_in(batch)))
             table = batch_counts(chosen(dt).select(columns).collect(),
                                  chosen(gt).select("category_id", "ignored_bits").collect(), protocol).to_arrow()
-            if writer is None:
-                writer = pq.ParquetWriter(path, table.schema)
+            writer = writer or pq.ParquetWriter(sink, table.schema)
             writer.write_table(table)
-    finally:
-        if writer is not None:
-            writer.close()
+        writer.close()
