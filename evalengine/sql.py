@@ -32,8 +32,8 @@ from evalengine.metrics.summary import KEYPOINT_LAYOUT, SUMMARY_LAYOUT
 from evalengine.store.layout import open_layout
 from evalengine.store.location import is_remote, location
 from evalengine.store.lock import reading
-from evalengine.store.paths import (ACCUMULATION_FILE, CATEGORY_EDGES, DT, IMAGE_LABELS, MATCHES, PARTITIONS, PROPOSALS,
-                                    PROTOCOL_FILE, StorePaths, table_globs)
+from evalengine.store.paths import (ACCUMULATION_FILE, CATEGORY_EDGES, CURVE_FILE, DT, IMAGE_LABELS, MATCHES, ORDER_FILE,
+                                    PARTITIONS, PROPOSALS, PROTOCOL_FILE, StorePaths, table_globs)
 
 
 def _visible(glob: str) -> str:
@@ -47,9 +47,12 @@ def _visible(glob: str) -> str:
 # as a SELECT statement, and runs the WITH clause's write
 READ_ONLY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
 OPT_IN = "--allow-external lifts this"
-# protocols whose evaluation keeps its AP table beside the match table (MatchedRun._keep_ap_table): COCO's
-# (sql/39_coco_ap_tables.sql), Borji's stages (sql/19_borji_ap_tables.sql), analyze's curves (sql/18_analyze_ap_tables.sql)
-KEPT_AP_TABLES = ("coco", "borji", "analyze")
+# the tables an evaluation keeps beside the match table (MatchedRun._keep_table), (family, kind, file): the AP tables
+# of COCO (sql/39_coco_ap_tables.sql), Borji's stages (sql/19_borji_ap_tables.sql) and analyze's curves
+# (sql/18_analyze_ap_tables.sql); COCO's curve counts (sql/29_coco_curve_tables.sql); OpenImages' curve order
+# (sql/22_openimages_order.sql). Variables <family>_<kind>_tables (the files) and <family>_<kind>_pending.
+KEPT_TABLES = (("coco", "ap", ACCUMULATION_FILE), ("coco", "curve", CURVE_FILE), ("borji", "ap", ACCUMULATION_FILE),
+               ("analyze", "ap", ACCUMULATION_FILE), ("openimages", "order", ORDER_FILE))
 
 
 def view_files() -> list:
@@ -102,15 +105,14 @@ def path_variables(store_path) -> dict:
         variables[table] = [_within(folder(run), variables[table]) for run in sorted(table_runs)]
     for table in (IMAGE_LABELS, CATEGORY_EDGES):  # OpenImages stores only
         variables[table] = [variables[table]] if (layout.root / table).exists() else []
-    for family in KEPT_AP_TABLES:  # the stored AP tables; 'protocol/run' of the others
-        variables[f"{family}_ap_tables"], variables[f"{family}_ap_pending"] = [], []
+    for family, kind, _ in KEPT_TABLES:  # the stored tables; 'protocol/run' of the others
+        variables[f"{family}_{kind}_tables"], variables[f"{family}_{kind}_pending"] = [], []
     for family, tables in families.items():
         finished = sorted(folder for folder in tables if location(f"{folder}/{PROTOCOL_FILE}").exists())
-        if family in KEPT_AP_TABLES:
-            stored = {folder: location(f"{folder}/{ACCUMULATION_FILE}").exists() for folder in finished}
-            variables[f"{family}_ap_tables"] = [f"{folder}/{ACCUMULATION_FILE}" for folder in finished
-                                                if stored[folder]]
-            variables[f"{family}_ap_pending"] = [
+        for kind, file_name in ((kind, file_name) for kept, kind, file_name in KEPT_TABLES if kept == family):
+            stored = {folder: location(f"{folder}/{file_name}").exists() for folder in finished}
+            variables[f"{family}_{kind}_tables"] = [f"{folder}/{file_name}" for folder in finished if stored[folder]]
+            variables[f"{family}_{kind}_pending"] = [
                 "/".join(level[level.index("=") + 1:] for level in folder.split("/")[-2:])
                 for folder in finished if not stored[folder]]
         variables[f"{family}_protocols"] = [f"{folder}/{PROTOCOL_FILE}" for folder in finished]

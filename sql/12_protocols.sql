@@ -22,6 +22,16 @@ SELECT NULL::VARCHAR AS protocol, NULL::VARCHAR AS run, NULL::BIGINT AS category
        NULL::VARCHAR AS area_range, NULL::BIGINT AS max_dets, NULL::DOUBLE AS ap, NULL::DOUBLE AS recall
 WHERE false;
 
+-- coco_curve_tables: the precision-recall counts written beside a match table once its run was evaluated
+-- (curve.parquet, evalengine.metrics.curve_counts), as 29_coco_curve_tables.sql reads them; none until then.
+-- coco_curve_pending: 'protocol/run' of the match tables without one.
+CREATE OR REPLACE VIEW coco_curve_tables AS
+SELECT NULL::VARCHAR AS protocol, NULL::VARCHAR AS run, NULL::BIGINT AS category_id, NULL::INTEGER AS area_index,
+       NULL::BIGINT AS max_dets, NULL::DOUBLE AS score, NULL::BIGINT AS image_id, NULL::BIGINT AS dt_rank,
+       NULL::UBIGINT AS tp_bits, NULL::UBIGINT AS ignored_bits, NULL::BIGINT AS n_gt, NULL::BIGINT AS n_kept,
+       NULL::BIGINT AS n_steps, NULL::BIGINT[] AS tp, NULL::BIGINT[] AS fp
+WHERE false;
+
 CREATE OR REPLACE VIEW protocol_iou_thresholds AS
 SELECT * EXCLUDE (stage) FROM coco_iou_thresholds(coco_accumulation_protocols);
 

@@ -15,23 +15,39 @@ SELECT protocol, run, match.iou_threshold AS iou_threshold, match.group_of_weigh
        match.verified_labels AS verified_labels, match.max_dets AS max_dets
 FROM read_json(getvariable('openimages_protocols'), hive_partitioning = true);
 
+-- openimages_order_tables: each entry's place in its class's curve (position, from 0) as the Python metric sorted
+-- them (np.argsort(scores)[::-1]), one file per match table (matches/protocol=P/run=R/order.parquet) written when the
+-- run's OpenImages AP is computed in Python; 22_openimages_order.sql reads them, none until then.
+-- openimages_order_pending: 'protocol/run' of the match tables without one.
+CREATE OR REPLACE VIEW openimages_order_tables AS
+SELECT NULL::VARCHAR AS protocol, NULL::VARCHAR AS run, NULL::BIGINT AS category_id, NULL::BIGINT AS image_id,
+       NULL::TINYINT AS side, NULL::BIGINT AS at, NULL::BIGINT AS position
+WHERE false;
+
 -- openimages_entries: what the evaluator's per-class curve is made of: the detections that are not ignored (label 1
 -- TP, 0 FP) and one entry per group-of box holding a detection scored above 0 (label group_of_weight, at its
--- group_score; none when the weight is 0); `at` orders them as the evaluator concatenates them.
+-- group_score; none when the weight is 0); `at` orders them as the evaluator concatenates them; `position` is the
+-- entry's place in its class's curve where the order table is stored (null otherwise).
 CREATE OR REPLACE VIEW openimages_entries AS
-SELECT m.protocol, m.run, m.category_id, m.image_id, 0 AS side, m.dt_rank::BIGINT AS at, m.score,
-       CASE WHEN m.outcome = 1 THEN 1.0 ELSE 0.0 END AS label
-FROM openimages_matches AS m WHERE m.outcome IN (0, 1)
-UNION ALL
-SELECT g.protocol, g.run, g.category_id, g.image_id, 1 AS side, g.gt_id AS at, g.group_score AS score,
-       p.group_of_weight AS label
-FROM openimages_gt_matches AS g JOIN openimages_protocols AS p USING (protocol, run)
-WHERE g.group_of AND g.group_score > 0 AND p.group_of_weight > 0 AND g.ignored_bits & 2 = 0;
+WITH entries AS (
+    SELECT m.protocol, m.run, m.category_id, m.image_id, 0 AS side, m.dt_rank::BIGINT AS at, m.score,
+           CASE WHEN m.outcome = 1 THEN 1.0 ELSE 0.0 END AS label
+    FROM openimages_matches AS m WHERE m.outcome IN (0, 1)
+    UNION ALL
+    SELECT g.protocol, g.run, g.category_id, g.image_id, 1 AS side, g.gt_id AS at, g.group_score AS score,
+           p.group_of_weight AS label
+    FROM openimages_gt_matches AS g JOIN openimages_protocols AS p USING (protocol, run)
+    WHERE g.group_of AND g.group_score > 0 AND p.group_of_weight > 0 AND g.ignored_bits & 2 = 0
+)
+SELECT e.*, o.position
+FROM entries AS e LEFT JOIN openimages_order_tables AS o USING (protocol, run, category_id, image_id, side, "at");
 
 -- openimages_ap: AP per class as compute_precision_recall / compute_average_precision (all-point, precision made
 -- non-increasing from the right), TP (weighted) and FP counts and num_gt (regular + group_of_weight per group-of
--- box, difficult ones left out); NaN where num_gt is 0. Equal scores are taken in reverse concatenation order (NumPy's
--- order for a stable sort; the Python API sorts with NumPy itself), so with ties in a class the SQL AP may differ.
+-- box, difficult ones left out); NaN where num_gt is 0. The curve follows the stored order (position) where the run's
+-- AP was computed in Python: the same order as NumPy's unstable sort, ties included; without it (a match table of
+-- openimages_order_pending) equal scores are taken in reverse concatenation order (a stable sort's; NumPy's is not
+-- stable), and with ties in a class the AP may differ from the Python metric's.
 CREATE OR REPLACE VIEW openimages_ap AS
 WITH num_gt AS (
     SELECT g.protocol, g.run, g.category_id,
@@ -45,7 +61,8 @@ WITH num_gt AS (
            row_number() OVER w AS k
     FROM openimages_entries AS e
     WINDOW w AS (PARTITION BY e.protocol, e.run, e.category_id
-                 ORDER BY e.score DESC, e.image_id DESC, e.side DESC, e.at DESC ROWS UNBOUNDED PRECEDING)
+                 ORDER BY e.position, e.score DESC, e.image_id DESC, e.side DESC, e.at DESC
+                 ROWS UNBOUNDED PRECEDING)
 ), points AS (
     SELECT c.*, c.cum_tp / (c.cum_tp + c.cum_fp) AS precision, c.cum_tp / n.num_gt AS recall
     FROM curve AS c JOIN num_gt AS n USING (protocol, run, category_id) WHERE n.num_gt > 0

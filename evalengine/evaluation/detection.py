@@ -13,6 +13,8 @@ from evalengine.match.coco import CocoProtocol
 from evalengine.metrics import ap as ap_metrics
 from evalengine.metrics import summary as summary_metrics
 from evalengine.metrics.counts import per_image_counts
+from evalengine.metrics.curve_counts import write_curve_counts
+from evalengine.store.paths import CURVE_FILE
 
 
 @dataclass(frozen=True, repr=False)
@@ -55,6 +57,8 @@ class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
         a slice keeps none."""
         if self.image_subset is None and self.category_subset is None:
             self._keep_ap_table(lambda: ap_metrics.ap_table(acc))
+            self._keep_table(CURVE_FILE, lambda path: write_curve_counts(  # the pr_curve view's counts
+                path, self.dt_matches(), self.gt_matches(), self.protocol, self.category_ids))
 
     def precision_recall(self) -> pl.DataFrame:
         """Interpolated precision and score at every recall threshold (pycocotools ``eval['precision']``)."""

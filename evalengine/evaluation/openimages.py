@@ -12,6 +12,7 @@ import polars as pl
 from evalengine.evaluation.run import MatchedRun
 from evalengine.match.openimages import OpenImagesProtocol
 from evalengine.metrics import openimages as oi_metrics
+from evalengine.store.paths import ORDER_FILE
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class OpenImagesEvaluation(MatchedRun):
         if key not in self._cache:
             self._cache[key] = oi_metrics.accumulate(self.dt_matches(), self.gt_matches(), self.layout.category_ids(),
                                                      self.protocol.group_of_weight, recall_bounds, weighted)
+            self._keep_table(ORDER_FILE, self._cache[key].order.write_parquet)  # the SQL view's tie order
         return self._cache[key]
 
     def per_class(self) -> pl.DataFrame:

@@ -42,14 +42,20 @@ class MatchedRun(Shown):
 
     def _keep_ap_table(self, make_table) -> None:
         """Write the AP table ``make_table()`` (a Polars frame) beside the match table (``accumulation.parquet``)
-        once, under the store's write lock, for the SQL views that read it instead of accumulating (``ap``,
-        ``coco_summary``: ``sql/39_coco_ap_tables.sql``; ``borji_stage_ap``). Only when this protocol's parameters
-        are the ones its ``protocol.json`` records (the views accumulate with those); a match table made again replaces
-        its folder, and this file with it. A store in memory or one this process cannot write keeps none (the views
-        then accumulate in SQL)."""
+        for the SQL views that read it instead of accumulating (``ap``, ``coco_summary``:
+        ``sql/39_coco_ap_tables.sql``; ``borji_stage_ap``): :meth:`_keep_table`."""
+        self._keep_table(ACCUMULATION_FILE, lambda path: make_table().write_parquet(path))
+
+    def _keep_table(self, file_name: str, write) -> None:
+        """Write a table the SQL views read beside the match table (``file_name``, through ``write(path)``) once,
+        under the store's write lock: an AP table (:meth:`_keep_ap_table`), COCO's curve counts
+        (``sql/30_pr_curve.sql``), OpenImages' curve order (``sql/22_openimages_order.sql``). Only when this
+        protocol's parameters are the ones its ``protocol.json`` records (the views accumulate with those); a match
+        table made again replaces its folder, and this file with it. A store in memory or one this process cannot
+        write keeps none (the views then compute it in SQL)."""
         if not self.layout.persistent:  # a store in memory: no SQL view reads it
             return
-        target = self.matches_dir / ACCUMULATION_FILE
+        target = self.matches_dir / file_name
         if target.exists():
             return
         try:
@@ -57,6 +63,6 @@ class MatchedRun(Shown):
                 recorded = json.loads((self.matches_dir / PROTOCOL_FILE).read_text())
                 described = json.loads(json.dumps(self.protocol.description()))
                 if not target.exists() and {key: recorded.get(key) for key in described} == described:
-                    replace_file(target, make_table().write_parquet)
+                    replace_file(target, write)
         except PermissionError:
             return

@@ -5,7 +5,8 @@ Per class, the reference concatenates each image's entries in the order images w
 the image's evaluated detections that are not ignored, in its own order (``dt_rank``; label 1 for a true positive, 0
 for a false positive), then one entry per group-of box that holds a detection scored above 0 (label
 ``group_of_weight`` at the box's ``group_score``; none when the weight is 0). It sorts them with
-``np.argsort(scores)[::-1]`` (ties in NumPy's order, so NumPy sorts here too), and
+``np.argsort(scores)[::-1]`` (ties in NumPy's order, so NumPy sorts here too; each entry's place is kept in the
+accumulation, ``order``, for the SQL view), and
 
 - ``precision = cumsum(tp) / (cumsum(tp) + cumsum(label <= 0))``, ``recall = cumsum(tp) / num_gt``, where ``num_gt``
   counts regular non-difficult boxes and ``group_of_weight`` per non-difficult group-of box;
@@ -35,6 +36,9 @@ class OpenImagesAccumulation:
     tp: np.ndarray
     fp: np.ndarray
     mean_ap: float
+    # ``category_id, image_id, side, at, position``: each entry of a class with ground truth and its place in the
+    # class's curve (``np.argsort(scores)[::-1]``), kept for the SQL view (ties in NumPy's unstable order)
+    order: pl.DataFrame
 
     def frame(self) -> pl.DataFrame:
         return pl.DataFrame({"category_id": self.category_ids, "ap": self.ap, "num_gt": self.num_gt, "tp": self.tp,
@@ -43,7 +47,8 @@ class OpenImagesAccumulation:
 
 
 def entries(dt: pl.LazyFrame, gt: pl.LazyFrame, group_of_weight: float) -> pl.LazyFrame:
-    """``category_id, score, label`` in the reference's concatenation order (category, image, side, rank)."""
+    """``category_id, image_id, side, at, score, label`` in the reference's concatenation order (category, image,
+    side, rank)."""
     detections = dt.filter(pl.col("outcome").is_in([FALSE_POSITIVE, TRUE_POSITIVE])).select(
         "category_id", "image_id", pl.lit(0, pl.Int8).alias("side"), pl.col("dt_rank").cast(pl.Int64).alias("at"),
         "score", (pl.col("tp_bits").arr.first() > 0).cast(pl.Float64).alias("label"))
@@ -52,8 +57,7 @@ def entries(dt: pl.LazyFrame, gt: pl.LazyFrame, group_of_weight: float) -> pl.La
                        & (pl.col("ignored_bits") & 2 == 0)).select(
         "category_id", "image_id", pl.lit(1, pl.Int8).alias("side"), pl.col("gt_id").alias("at"),
         pl.col("group_score").alias("score"), pl.lit(float(group_of_weight)).alias("label"))
-    return pl.concat([detections, groups]).sort("category_id", "image_id", "side", "at").select(
-        "category_id", "score", "label")
+    return pl.concat([detections, groups]).sort("category_id", "image_id", "side", "at")
 
 
 def ground_truth_counts(gt: pl.LazyFrame, group_of_weight: float) -> pl.LazyFrame:
@@ -68,9 +72,9 @@ def ground_truth_counts(gt: pl.LazyFrame, group_of_weight: float) -> pl.LazyFram
         pl.col("n").cum_sum().last().alias("num_gt"))
 
 
-def precision_recall(scores: np.ndarray, labels: np.ndarray, num_gt: float) -> tuple:
-    """``compute_precision_recall``: the curve in ``np.argsort(scores)[::-1]`` order."""
-    order = np.argsort(scores)[::-1]
+def precision_recall(scores: np.ndarray, labels: np.ndarray, num_gt: float, order: np.ndarray | None = None) -> tuple:
+    """``compute_precision_recall``: the curve in ``np.argsort(scores)[::-1]`` order (``order``, when computed)."""
+    order = np.argsort(scores)[::-1] if order is None else order
     tp = labels[order]
     cum_tp, cum_fp = np.cumsum(tp), np.cumsum((tp <= 0).astype(float))
     return cum_tp.astype(float) / (cum_tp + cum_fp), cum_tp.astype(float) / num_gt
@@ -86,8 +90,8 @@ def average_precision(precision: np.ndarray, recall: np.ndarray) -> float:
     return float(np.sum((recall[steps] - recall[steps - 1]) * precision[steps]))
 
 
-def _bounded_ap(scores, labels, num_gt, bounds) -> float:
-    precision, recall = precision_recall(scores, labels, num_gt)
+def _bounded_ap(scores, labels, num_gt, bounds, order=None) -> float:
+    precision, recall = precision_recall(scores, labels, num_gt, order)
     kept = (recall >= bounds[0]) & (recall <= bounds[1])
     return average_precision(precision[kept], recall[kept])
 
@@ -107,20 +111,24 @@ def accumulate(dt: pl.LazyFrame, gt: pl.LazyFrame, category_ids, group_of_weight
     scores, labels = rows.get_column("score").to_numpy(), rows.get_column("label").to_numpy()
     bounds = np.searchsorted(cats, category_ids), np.searchsorted(cats, category_ids, side="right")
     ap, tp, fp = np.full(category_ids.shape[0], np.nan), np.zeros(category_ids.shape[0]), np.zeros(category_ids.shape[0], np.int64)
-    pooled = []
+    pooled, positions = [], np.full(rows.height, -1, np.int64)
     for i in range(category_ids.shape[0]):  # one NumPy sort per class, as the reference
         lo, hi = bounds[0][i], bounds[1][i]
         tp[i], fp[i] = labels[lo:hi].sum(), int((labels[lo:hi] <= 0).sum())
         if num_gt[i] == 0:
             continue
         pooled.append((lo, hi))
-        ap[i] = _bounded_ap(scores[lo:hi], labels[lo:hi], num_gt[i], recall_bounds)
+        order = np.argsort(scores[lo:hi])[::-1]
+        positions[lo + order] = np.arange(hi - lo)
+        ap[i] = _bounded_ap(scores[lo:hi], labels[lo:hi], num_gt[i], recall_bounds, order)
     if weighted:
         index = np.concatenate([np.arange(lo, hi) for lo, hi in pooled]) if pooled else np.zeros(0, np.int64)
         mean_ap = _bounded_ap(scores[index], labels[index], num_gt.sum(), recall_bounds) if pooled else np.nan
     else:
         mean_ap = float(np.nanmean(ap)) if (~np.isnan(ap)).any() else float("nan")
-    return OpenImagesAccumulation(category_ids, ap, num_gt, tp, fp, float(mean_ap))
+    order = rows.select("category_id", "image_id", "side", "at", pl.Series("position", positions)).filter(
+        pl.col("position") >= 0)
+    return OpenImagesAccumulation(category_ids, ap, num_gt, tp, fp, float(mean_ap), order)
 
 
 def cor_loc(num_gt_images, num_correct) -> np.ndarray:

@@ -17,8 +17,8 @@ from evalengine.store.commit import replace_file
 from evalengine.store.layout import read_layout
 from evalengine.store.location import is_remote, location, remove_tree
 from evalengine.store.lock import temporaries, writing
-from evalengine.store.paths import (ACCUMULATION_FILE, DT, MANIFEST, PARTITIONS, PROPOSALS, PROTOCOL_FILE, TABLES,
-                                    shard_file)
+from evalengine.store.paths import (ACCUMULATION_FILE, CURVE_FILE, DT, MANIFEST, ORDER_FILE, PARTITIONS, PROPOSALS,
+                                    PROTOCOL_FILE, TABLES, shard_file)
 
 REMOVE = "remove"
 
@@ -121,11 +121,14 @@ def _match_tables(layout) -> list:
         elif not recorded.is_file():
             findings.append(Finding(str(folder), f"match table without its {PROTOCOL_FILE} (unfinished)", REMOVE))
         elif any(_sharded(side, layout.n_shards, REMOVE) for side in folder.glob("*")
-                 if side.name not in (PROTOCOL_FILE, ACCUMULATION_FILE)):
+                 if side.name not in (PROTOCOL_FILE, ACCUMULATION_FILE, ORDER_FILE, CURVE_FILE)):
             findings.append(Finding(str(folder), "match table with missing or damaged shards", REMOVE))
         elif (folder / ACCUMULATION_FILE).exists() and _unreadable(folder / ACCUMULATION_FILE):
             findings.append(Finding(str(folder / ACCUMULATION_FILE),  # written again by the next evaluate
                                     f"AP table {_unreadable(folder / ACCUMULATION_FILE)}", REMOVE))
+        else:  # the tables the SQL views read, written again when the run is next evaluated
+            findings += [Finding(str(folder / kept), f"kept table {_unreadable(folder / kept)}", REMOVE)
+                         for kept in (ORDER_FILE, CURVE_FILE) if (folder / kept).exists() and _unreadable(folder / kept)]
     return findings
 
 

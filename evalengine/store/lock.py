@@ -69,8 +69,11 @@ def temporaries(root) -> list:
     if root.is_dir():
         levels = [entry for entry in root.iterdir() if entry.is_dir() and not is_temporary(entry.name)]
         folders += levels
-        folders += [entry for level in levels for entry in level.iterdir()
-                    if level.name in ("matches", "hprs") and entry.is_dir() and not is_temporary(entry.name)]
+        tables = [entry for level in levels for entry in level.iterdir()
+                  if level.name in ("matches", "hprs") and entry.is_dir() and not is_temporary(entry.name)]
+        folders += tables  # and a match table's runs, where the files the SQL views read are kept (curve, order)
+        folders += [run for table in tables if table.parent.name == "matches" for run in table.iterdir()
+                    if run.is_dir() and not is_temporary(run.name)]
     found = []
     for folder in folders:
         with suppress(OSError):

@@ -30,6 +30,10 @@ PERTURBATION = "perturbation.parquet"
 PROTOCOL_FILE = "protocol.json"
 # a COCO match table's AP and recall per (category, IoU threshold, area range, max dets), beside its protocol.json
 ACCUMULATION_FILE = "accumulation.parquet"
+# an OpenImages match table's curve order: each entry's place in its class's curve, as the Python metric sorted it
+ORDER_FILE = "order.parquet"
+# a COCO match table's precision-recall counts per counted detection, area range and cap (the pr_curve view's)
+CURVE_FILE = "curve.parquet"
 TABLES = ("images", "categories", "runs")  # one file each
 GT, DT, PROPOSALS, MATCHES, HIT_COUNTS = "gt", "dt", "proposals", "matches", "hprs"
 PARTITIONS = "partitions"

@@ -11,6 +11,7 @@ import pytest
 
 from evalengine.api import ingest_coco
 from evalengine.match.coco import CocoProtocol
+from evalengine.store.paths import CURVE_FILE
 from tests.generators import random_coco
 from tests.helpers import write_inputs
 
@@ -56,10 +57,15 @@ def _reference(evaluation) -> pl.DataFrame:
 @pytest.mark.parametrize("seed", [1, 2, 5, 7, 11, 13, 21, 34])
 @pytest.mark.parametrize("protocol", [CocoProtocol(), CocoProtocol(use_cats=False, max_dets=(1, 10, 1000)),
                                       CocoProtocol(max_dets=(2, 3), iou_thresholds=(0.3, 0.5, 0.9))])
-def test_pr_curve_point_by_point(tmp_path, seed, protocol):
+@pytest.mark.parametrize("accumulated", [False, True])
+def test_pr_curve_point_by_point(tmp_path, seed, protocol, accumulated):
+    """Computed in SQL (only matched), and read from the counts kept when the run's AP is computed (curve.parquet)."""
     gt, dt = random_coco(seed)
     store = ingest_coco(*write_inputs(tmp_path, gt, dt), tmp_path / "store", n_shards=2)
     evaluation = store.evaluate(protocol)
+    if accumulated:
+        evaluation.ap_table()
+    assert (evaluation.matches_dir / CURVE_FILE).exists() == accumulated
     view = store.sql(f"SELECT * FROM pr_curve WHERE protocol = '{protocol.match_key()}'")
     expected = _reference(evaluation)
     assert view.height == expected.height
