@@ -7,7 +7,7 @@ import pytest
 from faster_coco_eval.core import mask as fce_mask
 from pycocotools import mask as mask_utils
 
-from evalengine.io import rle
+from evalengine.io import rasterise, rle
 
 
 def _flat_polygons(rows):
@@ -19,7 +19,7 @@ def _flat_polygons(rows):
 
 def _from_polygons(rows, h, w):
     n = len(rows)
-    return rle.from_polygons(*_flat_polygons(rows), np.full(n, h), np.full(n, w))
+    return rasterise.from_polygons(*_flat_polygons(rows), np.full(n, h), np.full(n, w))
 
 
 def _random_coordinate(rng, size, n):
@@ -89,7 +89,7 @@ def test_odd_coordinate_count_drops_the_last_as_pycocotools():
     poly = [1.5, 1.2, 9.4, 2.0, 7.7, 8.8, 0.3]
     counts, offsets = _from_polygons([[poly]], 12, 10)
     assert rle.encode_strings(counts, offsets) == [mask_utils.merge(mask_utils.frPyObjects([poly], 12, 10))["counts"].decode()]
-    assert rle.first_bad_polygon(*_flat_polygons([[poly[:6]], [poly[:6], poly]])) == 1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[poly[:6]], [poly[:6], poly]])) == 1
 
 
 def test_four_number_first_part_is_boxes_as_faster_coco_eval():
@@ -101,7 +101,7 @@ def test_four_number_first_part_is_boxes_as_faster_coco_eval():
     got = rle.encode_strings(*_from_polygons(rows, 10, 12))
     assert got == [fce_mask.merge(fce_mask.frPyObjects(r, 10, 12))["counts"].decode() for r in rows]
     boxes = np.array([[0.4, 1.7, 3.2, 6.1], [-2, 3, 30, 1.5], [3, 3, 0, 0]])
-    assert rle.encode_strings(*rle.from_boxes(boxes, np.full(3, 10), np.full(3, 12))) == [
+    assert rle.encode_strings(*rasterise.from_boxes(boxes, np.full(3, 10), np.full(3, 12))) == [
         s["counts"].decode() for s in mask_utils.frPyObjects(boxes, 10, 12)]
 
 
@@ -230,13 +230,13 @@ def test_validation_names_the_first_bad_row():
     assert rle.first_bad_counts(counts, offsets, [3, 2, 3], [4, 6, 5]) == 2
     assert rle.first_bad_counts(counts, offsets, [3, 3, 3], [4, 5, 4]) == 1
     good = [0, 0, 4, 0, 4, 4]
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [], [good, good]])) == -1
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [[1, 2]]])) == 1  # pycocotools: "not supported"
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [[]]])) == 1
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [good, good + [1]]])) == 1
-    assert rle.first_bad_polygon(*_flat_polygons([[good + [np.nan, 1]], [good]])) == 0
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [good + [1e9, 1]]])) == 1
-    assert rle.first_bad_polygon(*_flat_polygons([[[1, 1, 4, 4], [2, 2]]])) == -1  # boxes, as faster-coco-eval
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [], [good, good]])) == -1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [[1, 2]]])) == 1  # pycocotools: "not supported"
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [[]]])) == 1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [good, good + [1]]])) == 1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good + [np.nan, 1]], [good]])) == 0
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [good + [1e9, 1]]])) == 1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[[1, 1, 4, 4], [2, 2]]])) == -1  # boxes, as faster-coco-eval
 
 
 def test_strings_round_trip_every_uint32_run_length():
