@@ -284,3 +284,53 @@ def test_first_bad_strings_equals_the_regex_and_the_decoded_sums():
         assert malformed == (bad_char[0] if bad_char else -1)
         if not bad_char:
             assert bad_sum == rle.first_bad_counts(*rle.decode_strings(strings), hs, ws)
+
+
+def _rle_fr_string(text: bytes) -> list:
+    """pycocotools ``rleFrString`` transcribed (64-bit, as the module docstring says), the reference for strings no
+    mask encodes: it stops at NUL (the end of the string is one), and a value cut by it reads the NUL as its last
+    character."""
+    counts, p, ended = [], 0, False
+    while not ended and p < len(text) and text[p]:
+        x, k, more = 0, 0, True
+        while more:
+            ended = p >= len(text) or not text[p]
+            c = (0 if ended else text[p]) - 48
+            x |= (c & 0x1F) << 5 * k
+            more, k, p = bool(c & 0x20), k + 1, p + 1
+            if not more and c & 0x10:
+                x |= -1 << 5 * k
+        if len(counts) > 2:
+            x += counts[-2]
+        counts.append(x & 0xFFFFFFFF)
+    return counts
+
+
+def test_one_character_blocks_decode_and_sum_as_rle_fr_string():
+    """Strings of mostly one-character values (``0``…``O``: the eight-at-a-time path) mixed with longer values, NUL
+    and foreign bytes, at every offset: decoded as ``rleFrString`` does, and summed by :func:`rle.runs_sum` (through
+    :func:`rle.first_bad_strings`) to the decoded sum, or found malformed by the character rule."""
+    import re
+
+    rng = np.random.default_rng(23)
+    alphabet = np.frombuffer(bytes(range(48, 112)), np.uint8)
+    strings = []
+    for _ in range(3000):
+        n = int(rng.integers(0, 40))
+        one = rng.random(n) < rng.uniform(0.5, 1.0)
+        chars = np.where(one, rng.integers(48, 80, n), rng.choice(alphabet, n)).astype(np.uint8)
+        if rng.random() < 0.1 and n:
+            chars[rng.integers(0, n)] = rng.choice([0, 32, 47, 112, 126])
+        strings.append(chars.tobytes())
+    counts, offsets = rle.decode_strings(strings)
+    for i, text in enumerate(strings):
+        assert counts[offsets[i]:offsets[i + 1]].tolist() == _rle_fr_string(text)
+    sums = [sum(_rle_fr_string(text)) for text in strings]
+    hs, ws = np.ones(len(strings), np.int64), np.array(sums, np.int64)
+    bad = [i for i, text in enumerate(strings) if re.search(rb"[^0-o]|[P-o]$", text)]
+    malformed, bad_sum = rle.first_bad_strings(pa.array(strings, pa.binary()), hs, ws)
+    assert malformed == (bad[0] if bad else -1)
+    good = [i for i in range(len(strings)) if i not in set(bad)]
+    assert rle.first_bad_strings(pa.array([strings[i] for i in good], pa.binary()), hs[good], ws[good]) == (-1, -1)
+    ws[good[5]] += 1
+    assert rle.first_bad_strings(pa.array([strings[i] for i in good], pa.binary()), hs[good], ws[good]) == (-1, 5)
