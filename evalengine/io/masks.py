@@ -24,7 +24,7 @@ import pyarrow as pa
 from evalengine import schema
 from evalengine.arrow import arrow_array, list_lengths
 from evalengine.errors import InputError
-from evalengine.io import rle
+from evalengine.io import rasterise, rle
 from evalengine.io.json_segmentation import COLUMNS as PARSED, COMPRESSED, POLYGONS, UNCOMPRESSED
 
 SEGMENTATION = pl.String  # how a segmentation is read: its JSON text, until its form is known
@@ -177,25 +177,25 @@ def _polygon_masks(rows: pl.DataFrame, path, what: str) -> tuple:
     coords = pl.Series(coords).to_numpy().astype(np.float64)  # a null coordinate is NaN here
     part_offsets = np.concatenate([[0], np.cumsum(np.maximum(part_len, 0))])
     row_parts = np.concatenate([[0], np.cumsum(n_parts)])
-    bad = rle.first_bad_polygon(coords, part_offsets, row_parts) if (part_len >= 0).all() else int(
+    bad = rasterise.first_bad_polygon(coords, part_offsets, row_parts) if (part_len >= 0).all() else int(
         np.searchsorted(row_parts, np.flatnonzero(part_len < 0)[0], side="right") - 1)
     if bad >= 0:
         polygon = rows.get_column("polygon")[bad].to_list()
         raise InputError(f"{path}: {what} {rows.get_column('_id')[bad]}: 'segmentation' {_polygon_problem(polygon)}")
     h, w = _sizes(rows)
-    counts, offsets = rle.from_polygons(coords, part_offsets, row_parts, h, w)
+    counts, offsets = rasterise.from_polygons(coords, part_offsets, row_parts, h, w)
     return rows.get_column("_row"), rle.encode_strings(counts, offsets, arrow=True)
 
 
 def _polygon_problem(polygon: list) -> str:
-    """What is wrong with a polygon list :func:`evalengine.io.rle.first_bad_polygon` refuses."""
+    """What is wrong with a polygon list :func:`evalengine.io.rasterise.first_bad_polygon` refuses."""
     for k, part in enumerate(polygon):
         if part is None:
             return f"polygon {k + 1} is null"
         if len(part) % 2:
             return f"polygon {k + 1} has an odd number of coordinates ({len(part)})"
-        if not all(v is not None and abs(v) <= rle.MAX_COORDINATE for v in part):
-            return f"polygon {k + 1} has a null, or a coordinate beyond {rle.MAX_COORDINATE:g} in magnitude"
+        if not all(v is not None and abs(v) <= rasterise.MAX_COORDINATE for v in part):
+            return f"polygon {k + 1} has a null, or a coordinate beyond {rasterise.MAX_COORDINATE:g} in magnitude"
     return f"the first polygon has fewer than 4 numbers ({len(polygon[0])}), which pycocotools refuses"
 
 

@@ -1,4 +1,5 @@
-"""pycocotools ``rleFrPoly``: a polygon's mask as run lengths, transcribed from ``maskApi.c`` with its arithmetic.
+"""pycocotools ``rleFrPoly`` (a polygon's mask as run lengths, transcribed from ``maskApi.c`` with its arithmetic),
+and ``frPyObjects`` + ``merge`` of each row's polygons (:func:`from_polygons`).
 
 The vertices are scaled by 5 and truncated toward zero after ``+ 0.5`` (so -0.2 goes to 0, not -1); the boundary is
 walked point by point in doubles (``(int)(ys + s * t + .5)``); a step between two points is kept where the column
@@ -6,11 +7,20 @@ changes onto a sampled column, ``(x + .5) / 5 - .5`` integral and inside ``[0, w
 h]`` then ``ceil``-ed; the kept pixel indices are sorted and their differences are the runs (two toggles at the same
 pixel cancel). A segment between equal vertices divides 0 by 0: its one point has the row of ``(int)NaN`` (INT_MIN on
 x86), never used since its column equals its neighbours'. Coordinates are assumed finite and within
-:data:`evalengine.io.rle.MAX_COORDINATE`.
+:data:`MAX_COORDINATE`.
+
+``frPyObjects`` (:func:`from_polygons`): a polygon of an odd number of coordinates loses the last one (``int(len(p) /
+2)`` vertices); a list whose FIRST polygon has exactly 4 numbers is read as boxes ``[x, y, w, h]`` (``rleFrBbox``:
+the polygon ``x, y, x, y+h, x+w, y+h, x+w, y``). pycocotools then raises (its ``frBbox`` takes no list),
+faster-coco-eval rasterises each part's first 4 numbers as a box (a part of fewer is empty) and merges: so does
+:func:`from_polygons`. ``annToRLE`` merges the parts by union (``rleMerge``, pairwise from the first). A row without
+polygons (``frPyObjects([])`` raises IndexError) is an empty mask ``[h·w]``.
 """
 
 import numba
 import numpy as np
+
+from evalengine.io.rle import reserve
 
 _SCALE = 5.0  # the upsampling
 _INT_MIN = -2147483648  # (int)NaN on x86: the row of a point between equal vertices
@@ -158,3 +168,102 @@ def poly_rle(xy, k, h, w):
                 b[m - 1] += a[j]
                 j += 1
     return b[:m]
+
+
+@numba.njit(cache=True, nogil=True)
+def union(a, b):
+    """pycocotools ``rleMerge`` of two masks of the same size with ``intersect=0``."""
+    out = np.empty(a.size + b.size + 1, np.uint32)
+    ca, cb = np.int64(a[0]), np.int64(b[0])
+    v = va = vb = False
+    m, ia, ib, cc, ct = 0, 1, 1, np.int64(0), np.int64(1)
+    while ct > 0:
+        c = min(ca, cb)
+        cc += c
+        ct = 0
+        ca -= c
+        if not ca and ia < a.size:
+            ca, va, ia = np.int64(a[ia]), not va, ia + 1
+        ct += ca
+        cb -= c
+        if not cb and ib < b.size:
+            cb, vb, ib = np.int64(b[ib]), not vb, ib + 1
+        ct += cb
+        vp, v = v, va or vb
+        if v != vp or ct == 0:
+            out[m] = cc
+            m += 1
+            cc = 0
+        if c == 0 and (ca == 0 and ia == a.size or cb == 0 and ib == b.size):
+            break  # counts of different sums: pycocotools loops forever; refused on ingest
+    return out[:m]
+
+
+@numba.njit(cache=True, nogil=True)
+def _polygons_kernel(coords, part_offsets, row_parts, h, w):
+    n = row_parts.size - 1
+    offsets = np.zeros(n + 1, np.int64)
+    counts = np.empty(max(16, 8 * n), np.uint32)
+    box = np.empty(8)
+    for r in range(n):
+        p0, p1, hh, ww = row_parts[r], row_parts[r + 1], h[r], w[r]
+        as_boxes = p1 > p0 and part_offsets[p0 + 1] - part_offsets[p0] == 4
+        merged = np.full(1, hh * ww, np.uint32)  # no polygon: an empty mask
+        for p in range(p0, p1):
+            c0, length = part_offsets[p], part_offsets[p + 1] - part_offsets[p]
+            if as_boxes:  # rleFrBbox: the box's corners as a polygon (fewer than 4 numbers: empty)
+                if length >= 4:
+                    xs, ys = coords[c0], coords[c0 + 1]
+                    xe, ye = xs + coords[c0 + 2], ys + coords[c0 + 3]
+                    box[0], box[1], box[2], box[3], box[4], box[5], box[6], box[7] = xs, ys, xs, ye, xe, ye, xe, ys
+                part = poly_rle(box, 4 if length >= 4 else 0, hh, ww)
+            else:
+                part = poly_rle(coords[c0:c0 + length], length // 2, hh, ww)
+            merged = part if p == p0 else union(merged, part)
+        counts = reserve(counts, offsets[r], merged.size)
+        counts[offsets[r]:offsets[r] + merged.size] = merged
+        offsets[r + 1] = offsets[r] + merged.size
+    return counts[:offsets[n]].copy(), offsets
+
+
+def from_polygons(coords, part_offsets, row_parts, h, w):
+    """``(counts, offsets)`` of each row's polygons as pycocotools ``annToRLE`` makes them (``frPyObjects`` then
+    ``merge``): polygon ``p`` is ``coords[part_offsets[p]:part_offsets[p + 1]]`` (x, y, x, y, …), row ``r`` has the
+    polygons ``row_parts[r]:row_parts[r + 1]``; the 4-number box form and the empty row as the module docstring."""
+    return _polygons_kernel(np.ascontiguousarray(coords, np.float64), np.ascontiguousarray(part_offsets, np.int64),
+                            np.ascontiguousarray(row_parts, np.int64), np.ascontiguousarray(h, np.int64),
+                            np.ascontiguousarray(w, np.int64))
+
+
+def from_boxes(boxes, h, w):
+    """``(counts, offsets)`` of ``[x, y, w, h]`` boxes, one per row (pycocotools ``frBbox``)."""
+    boxes = np.ascontiguousarray(boxes, np.float64).reshape(-1, 4)
+    n = len(boxes)
+    return from_polygons(boxes.reshape(-1), np.arange(n + 1, dtype=np.int64) * 4, np.arange(n + 1, dtype=np.int64),
+                         h, w)
+
+
+MAX_COORDINATE = 1e8  # |x|, |y| beyond: pycocotools' 32-bit ints overflow (and one segment would be 5e8 points)
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_bad_polygon(coords, part_offsets, row_parts):
+    for r in range(row_parts.size - 1):
+        p0, p1 = row_parts[r], row_parts[r + 1]
+        if p1 > p0 and part_offsets[p0 + 1] - part_offsets[p0] < 4:
+            return r
+        for p in range(p0, p1):
+            if (part_offsets[p + 1] - part_offsets[p]) % 2:
+                return r
+            for c in range(part_offsets[p], part_offsets[p + 1]):
+                if not abs(coords[c]) <= MAX_COORDINATE:
+                    return r
+    return -1
+
+
+def first_bad_polygon(coords, part_offsets, row_parts) -> int:
+    """The first row pycocotools refuses or reads wrongly, or -1: its first polygon has fewer than 4 numbers
+    (pycocotools: "input type is not supported"), a polygon has an odd number of coordinates (pycocotools drops the
+    last), or a coordinate is not finite or beyond :data:`MAX_COORDINATE`."""
+    return int(_first_bad_polygon(np.ascontiguousarray(coords, np.float64),
+                                  np.ascontiguousarray(part_offsets, np.int64), np.ascontiguousarray(row_parts, np.int64)))

@@ -12,13 +12,7 @@ pycocotools' quirks kept on purpose (each is tested against it):
   the last character, and from the fourth run on the value stored is the difference with the run two before (``i >
   2``, not ``i >= 2``). The string ends at a NUL character. (pycocotools shifts a C ``int``, exact only for runs
   below 2**31 pixels; here 64-bit throughout.)
-- ``rleFrPoly``: see :mod:`evalengine.io.rasterise`. A polygon of an odd number of coordinates loses the last one
-  (``int(len(p) / 2)`` vertices).
-- ``frPyObjects``: a list whose FIRST polygon has exactly 4 numbers is read as boxes ``[x, y, w, h]``
-  (``rleFrBbox``: the polygon ``x, y, x, y+h, x+w, y+h, x+w, y``). pycocotools then raises (its ``frBbox`` takes
-  no list), faster-coco-eval rasterises each part's first 4 numbers as a box (a part of fewer is empty) and merges:
-  :func:`from_polygons` does the same. ``annToRLE`` merges the parts by union (``rleMerge``, pairwise from the
-  first). A row without polygons (``frPyObjects([])`` raises IndexError) is an empty mask ``[h·w]``.
+- ``rleFrPoly``, ``frPyObjects`` and ``merge`` of polygons: see :mod:`evalengine.io.rasterise`.
 - ``rleToBbox``: the run count is cut to even; a mask whose foreground runs all have length 0 (``[5, 0, 7]``) gets
   ``[w, h, 2**32 - w + 1, 2**32 - h + 1]`` (unsigned wrap-around), a mask of no foreground run ``[0, 0, 0, 0]``.
 - ``rleArea`` sums the odd runs. Uncompressed RLE (``{"counts": [...]}``) is stored as given: pycocotools
@@ -30,12 +24,32 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from evalengine.io.rasterise import poly_rle
-
 _U32 = 0xFFFFFFFF
 
 
 # ---------------------------------------------------------------------------------------------- compressed strings
+
+_BLOCK = 8  # characters tested at once for one-character values
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def one_character_values(data, p, end):
+    """Whether ``data[p:p + 8]`` (within ``end``) are eight values of one character each (``0``…``O``: no 0x20
+    "more" bit; no NUL), which are most of a mask's: they are then read without a branch per character."""
+    if p + _BLOCK > end:
+        return False
+    flags = 0
+    for i in range(_BLOCK):
+        flags |= (data[p + i] < 48) | (data[p + i] > 79)
+    return flags == 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def one_character_value(byte):
+    """The value of a one-character ``rleFrString`` value: 5 bits, negative with the 0x10 bit."""
+    c = np.int64(byte) - 48
+    return (c & 0xF) - (c & 0x10)
+
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _finish_value(x, k, c, counts, m, base):
@@ -52,8 +66,16 @@ def _finish_value(x, k, c, counts, m, base):
 def _decode_one(data, start, end, counts, m):
     """rleFrString of ``data[start:end]`` into ``counts[m:]``; returns the position after its last run. It ends at NUL
     as in C, an unfinished last value too (C reads the NUL: ``0 - 48`` gives a last character with the 0x10 bit)."""
-    base, x, k = m, np.int64(0), 0
-    for p in range(start, end):
+    base, x, k, p = m, np.int64(0), 0, start
+    while p < end:
+        if k == 0 and m - base > 2 and one_character_values(data, p, end):
+            before, last = np.int64(counts[m - 2]), np.int64(counts[m - 1])
+            for i in range(_BLOCK):
+                value = (before + one_character_value(data[p + i])) & _U32
+                counts[m + i] = value
+                before, last = last, value
+            m, p = m + _BLOCK, p + _BLOCK
+            continue
         if data[p] == 0:
             break
         c = (np.int64(data[p]) - 48) & 0x3F
@@ -62,6 +84,7 @@ def _decode_one(data, start, end, counts, m):
         if not c & 0x20:
             _finish_value(x, k, c, counts, m, base)
             m, x, k = m + 1, np.int64(0), 0
+        p += 1
     if k:
         x |= np.int64(0x10) << min(5 * k, 63)
         _finish_value(x, k + 1, 0x10, counts, m, base)
@@ -141,7 +164,7 @@ def encode_strings(counts, offsets, arrow: bool = False):
     return strings if arrow else strings.to_pylist()
 
 
-# ------------------------------------------------------------------------------------------------ polygons, boxes
+# --------------------------------------------------------------------------------------------------- buffers
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def reserve(buf, used, need):
@@ -151,79 +174,6 @@ def reserve(buf, used, need):
     grown = np.empty(max(2 * buf.size, used + need), buf.dtype)
     grown[:used] = buf[:used]
     return grown
-
-
-@numba.njit(cache=True, nogil=True)
-def union(a, b):
-    """pycocotools ``rleMerge`` of two masks of the same size with ``intersect=0``."""
-    out = np.empty(a.size + b.size + 1, np.uint32)
-    ca, cb = np.int64(a[0]), np.int64(b[0])
-    v = va = vb = False
-    m, ia, ib, cc, ct = 0, 1, 1, np.int64(0), np.int64(1)
-    while ct > 0:
-        c = min(ca, cb)
-        cc += c
-        ct = 0
-        ca -= c
-        if not ca and ia < a.size:
-            ca, va, ia = np.int64(a[ia]), not va, ia + 1
-        ct += ca
-        cb -= c
-        if not cb and ib < b.size:
-            cb, vb, ib = np.int64(b[ib]), not vb, ib + 1
-        ct += cb
-        vp, v = v, va or vb
-        if v != vp or ct == 0:
-            out[m] = cc
-            m += 1
-            cc = 0
-        if c == 0 and (ca == 0 and ia == a.size or cb == 0 and ib == b.size):
-            break  # counts of different sums: pycocotools loops forever; refused on ingest
-    return out[:m]
-
-
-@numba.njit(cache=True, nogil=True)
-def _polygons_kernel(coords, part_offsets, row_parts, h, w):
-    n = row_parts.size - 1
-    offsets = np.zeros(n + 1, np.int64)
-    counts = np.empty(max(16, 8 * n), np.uint32)
-    box = np.empty(8)
-    for r in range(n):
-        p0, p1, hh, ww = row_parts[r], row_parts[r + 1], h[r], w[r]
-        as_boxes = p1 > p0 and part_offsets[p0 + 1] - part_offsets[p0] == 4
-        merged = np.full(1, hh * ww, np.uint32)  # no polygon: an empty mask
-        for p in range(p0, p1):
-            c0, length = part_offsets[p], part_offsets[p + 1] - part_offsets[p]
-            if as_boxes:  # rleFrBbox: the box's corners as a polygon (fewer than 4 numbers: empty)
-                if length >= 4:
-                    xs, ys = coords[c0], coords[c0 + 1]
-                    xe, ye = xs + coords[c0 + 2], ys + coords[c0 + 3]
-                    box[0], box[1], box[2], box[3], box[4], box[5], box[6], box[7] = xs, ys, xs, ye, xe, ye, xe, ys
-                part = poly_rle(box, 4 if length >= 4 else 0, hh, ww)
-            else:
-                part = poly_rle(coords[c0:c0 + length], length // 2, hh, ww)
-            merged = part if p == p0 else union(merged, part)
-        counts = reserve(counts, offsets[r], merged.size)
-        counts[offsets[r]:offsets[r] + merged.size] = merged
-        offsets[r + 1] = offsets[r] + merged.size
-    return counts[:offsets[n]].copy(), offsets
-
-
-def from_polygons(coords, part_offsets, row_parts, h, w):
-    """``(counts, offsets)`` of each row's polygons as pycocotools ``annToRLE`` makes them (``frPyObjects`` then
-    ``merge``): polygon ``p`` is ``coords[part_offsets[p]:part_offsets[p + 1]]`` (x, y, x, y, …), row ``r`` has the
-    polygons ``row_parts[r]:row_parts[r + 1]``; the 4-number box form and the empty row as the module docstring."""
-    return _polygons_kernel(np.ascontiguousarray(coords, np.float64), np.ascontiguousarray(part_offsets, np.int64),
-                            np.ascontiguousarray(row_parts, np.int64), np.ascontiguousarray(h, np.int64),
-                            np.ascontiguousarray(w, np.int64))
-
-
-def from_boxes(boxes, h, w):
-    """``(counts, offsets)`` of ``[x, y, w, h]`` boxes, one per row (pycocotools ``frBbox``)."""
-    boxes = np.ascontiguousarray(boxes, np.float64).reshape(-1, 4)
-    n = len(boxes)
-    return from_polygons(boxes.reshape(-1), np.arange(n + 1, dtype=np.int64) * 4, np.arange(n + 1, dtype=np.int64),
-                         h, w)
 
 
 # --------------------------------------------------------------------------------------------- area, bbox, checks
@@ -327,24 +277,30 @@ MALFORMED = -1  # :func:`runs_sum` of a string that is not a compressed RLE
 def runs_sum(data, p0, p1):
     """The sum of the runs ``rleFrString`` decodes from ``data[p0:p1]`` (as :func:`_decode_kernel`, without keeping
     them), or :data:`MALFORMED` where a character is outside ``0``…``o`` or the last one continues a value (C would
-    read past the string)."""
+    read past the string). Blocks of one-character values take :func:`one_character_values`' path."""
     if p1 > p0 and data[p1 - 1] >= 80:  # 'P'..'o': the last value continues
         return MALFORMED
     total, before, last, m, x, k = np.int64(0), np.int64(0), np.int64(0), 0, np.int64(0), 0
-    for p in range(p0, p1):
-        if data[p] < 48 or data[p] > 111:
-            return MALFORMED
+    bad, p = False, p0
+    while p < p1:
+        if k == 0 and m > 2 and one_character_values(data, p, p1):
+            for i in range(_BLOCK):
+                value = (before + one_character_value(data[p + i])) & _U32
+                total, before, last = total + value, last, value
+            m, p = m + _BLOCK, p + _BLOCK
+            continue
         c = np.int64(data[p]) - 48
+        bad |= (c < 0) | (c > 63)
         x |= (c & 0x1F) << min(5 * k, 63)
         k += 1
         if not c & 0x20:
-            if c & 0x10:
-                x |= np.int64(-1) << min(5 * k, 63)
+            x |= np.int64(-((c >> 4) & 1)) << min(5 * k, 63)  # the sign, without a branch (it is random)
             if m > 2:
                 x += before
             value = x & _U32
             total, before, last, m, x, k = total + value, last, value, m + 1, np.int64(0), 0
-    return total
+        p += 1
+    return MALFORMED if bad else total
 
 
 @numba.njit(cache=True, nogil=True)
@@ -372,29 +328,3 @@ def first_bad_strings(strings, h, w) -> tuple:
     if len(strings) == 0:
         return -1, -1
     return first_bad_sums(_runs_sums(*_bytes(strings)), h, w)
-
-
-MAX_COORDINATE = 1e8  # |x|, |y| beyond: pycocotools' 32-bit ints overflow (and one segment would be 5e8 points)
-
-
-@numba.njit(cache=True, nogil=True)
-def _first_bad_polygon(coords, part_offsets, row_parts):
-    for r in range(row_parts.size - 1):
-        p0, p1 = row_parts[r], row_parts[r + 1]
-        if p1 > p0 and part_offsets[p0 + 1] - part_offsets[p0] < 4:
-            return r
-        for p in range(p0, p1):
-            if (part_offsets[p + 1] - part_offsets[p]) % 2:
-                return r
-            for c in range(part_offsets[p], part_offsets[p + 1]):
-                if not abs(coords[c]) <= MAX_COORDINATE:
-                    return r
-    return -1
-
-
-def first_bad_polygon(coords, part_offsets, row_parts) -> int:
-    """The first row pycocotools refuses or reads wrongly, or -1: its first polygon has fewer than 4 numbers
-    (pycocotools: "input type is not supported"), a polygon has an odd number of coordinates (pycocotools drops the
-    last), or a coordinate is not finite or beyond :data:`MAX_COORDINATE`."""
-    return int(_first_bad_polygon(np.ascontiguousarray(coords, np.float64),
-                                  np.ascontiguousarray(part_offsets, np.int64), np.ascontiguousarray(row_parts, np.int64)))

@@ -5,7 +5,7 @@ import numpy as np
 from pycocotools import mask as mask_utils
 
 from evalengine.geometry.masks import iou, mask_iou_blocks, spans
-from evalengine.io import rle
+from evalengine.io import rasterise, rle
 
 
 def _random_masks(rng, n, h, w):
@@ -109,7 +109,7 @@ def test_polygon_masks_iou_equals_pycocotools():
         rows.append([[float(v) for a in angles for v in (cx + r * np.cos(a), cy + r * np.sin(a))]])
     coords = np.array([v for row in rows for v in row[0]])
     part_offsets = np.cumsum([0] + [len(row[0]) for row in rows])
-    counts, offsets = rle.from_polygons(coords, part_offsets, np.arange(31), np.full(30, h), np.full(30, w))
+    counts, offsets = rasterise.from_polygons(coords, part_offsets, np.arange(31), np.full(30, h), np.full(30, w))
     layout = (counts, offsets, np.full(30, h), np.full(30, w))
     crowd = np.arange(30) % 4 == 0
     reference = [mask_utils.merge(mask_utils.frPyObjects(row, h, w)) for row in rows]

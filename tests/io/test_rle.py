@@ -7,7 +7,7 @@ import pytest
 from faster_coco_eval.core import mask as fce_mask
 from pycocotools import mask as mask_utils
 
-from evalengine.io import rle
+from evalengine.io import rasterise, rle
 
 
 def _flat_polygons(rows):
@@ -19,7 +19,7 @@ def _flat_polygons(rows):
 
 def _from_polygons(rows, h, w):
     n = len(rows)
-    return rle.from_polygons(*_flat_polygons(rows), np.full(n, h), np.full(n, w))
+    return rasterise.from_polygons(*_flat_polygons(rows), np.full(n, h), np.full(n, w))
 
 
 def _random_coordinate(rng, size, n):
@@ -89,7 +89,7 @@ def test_odd_coordinate_count_drops_the_last_as_pycocotools():
     poly = [1.5, 1.2, 9.4, 2.0, 7.7, 8.8, 0.3]
     counts, offsets = _from_polygons([[poly]], 12, 10)
     assert rle.encode_strings(counts, offsets) == [mask_utils.merge(mask_utils.frPyObjects([poly], 12, 10))["counts"].decode()]
-    assert rle.first_bad_polygon(*_flat_polygons([[poly[:6]], [poly[:6], poly]])) == 1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[poly[:6]], [poly[:6], poly]])) == 1
 
 
 def test_four_number_first_part_is_boxes_as_faster_coco_eval():
@@ -101,7 +101,7 @@ def test_four_number_first_part_is_boxes_as_faster_coco_eval():
     got = rle.encode_strings(*_from_polygons(rows, 10, 12))
     assert got == [fce_mask.merge(fce_mask.frPyObjects(r, 10, 12))["counts"].decode() for r in rows]
     boxes = np.array([[0.4, 1.7, 3.2, 6.1], [-2, 3, 30, 1.5], [3, 3, 0, 0]])
-    assert rle.encode_strings(*rle.from_boxes(boxes, np.full(3, 10), np.full(3, 12))) == [
+    assert rle.encode_strings(*rasterise.from_boxes(boxes, np.full(3, 10), np.full(3, 12))) == [
         s["counts"].decode() for s in mask_utils.frPyObjects(boxes, 10, 12)]
 
 
@@ -230,13 +230,13 @@ def test_validation_names_the_first_bad_row():
     assert rle.first_bad_counts(counts, offsets, [3, 2, 3], [4, 6, 5]) == 2
     assert rle.first_bad_counts(counts, offsets, [3, 3, 3], [4, 5, 4]) == 1
     good = [0, 0, 4, 0, 4, 4]
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [], [good, good]])) == -1
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [[1, 2]]])) == 1  # pycocotools: "not supported"
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [[]]])) == 1
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [good, good + [1]]])) == 1
-    assert rle.first_bad_polygon(*_flat_polygons([[good + [np.nan, 1]], [good]])) == 0
-    assert rle.first_bad_polygon(*_flat_polygons([[good], [good + [1e9, 1]]])) == 1
-    assert rle.first_bad_polygon(*_flat_polygons([[[1, 1, 4, 4], [2, 2]]])) == -1  # boxes, as faster-coco-eval
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [], [good, good]])) == -1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [[1, 2]]])) == 1  # pycocotools: "not supported"
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [[]]])) == 1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [good, good + [1]]])) == 1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good + [np.nan, 1]], [good]])) == 0
+    assert rasterise.first_bad_polygon(*_flat_polygons([[good], [good + [1e9, 1]]])) == 1
+    assert rasterise.first_bad_polygon(*_flat_polygons([[[1, 1, 4, 4], [2, 2]]])) == -1  # boxes, as faster-coco-eval
 
 
 def test_strings_round_trip_every_uint32_run_length():
@@ -284,3 +284,53 @@ def test_first_bad_strings_equals_the_regex_and_the_decoded_sums():
         assert malformed == (bad_char[0] if bad_char else -1)
         if not bad_char:
             assert bad_sum == rle.first_bad_counts(*rle.decode_strings(strings), hs, ws)
+
+
+def _rle_fr_string(text: bytes) -> list:
+    """pycocotools ``rleFrString`` transcribed (64-bit, as the module docstring says), the reference for strings no
+    mask encodes: it stops at NUL (the end of the string is one), and a value cut by it reads the NUL as its last
+    character."""
+    counts, p, ended = [], 0, False
+    while not ended and p < len(text) and text[p]:
+        x, k, more = 0, 0, True
+        while more:
+            ended = p >= len(text) or not text[p]
+            c = (0 if ended else text[p]) - 48
+            x |= (c & 0x1F) << 5 * k
+            more, k, p = bool(c & 0x20), k + 1, p + 1
+            if not more and c & 0x10:
+                x |= -1 << 5 * k
+        if len(counts) > 2:
+            x += counts[-2]
+        counts.append(x & 0xFFFFFFFF)
+    return counts
+
+
+def test_one_character_blocks_decode_and_sum_as_rle_fr_string():
+    """Strings of mostly one-character values (``0``…``O``: the eight-at-a-time path) mixed with longer values, NUL
+    and foreign bytes, at every offset: decoded as ``rleFrString`` does, and summed by :func:`rle.runs_sum` (through
+    :func:`rle.first_bad_strings`) to the decoded sum, or found malformed by the character rule."""
+    import re
+
+    rng = np.random.default_rng(23)
+    alphabet = np.frombuffer(bytes(range(48, 112)), np.uint8)
+    strings = []
+    for _ in range(3000):
+        n = int(rng.integers(0, 40))
+        one = rng.random(n) < rng.uniform(0.5, 1.0)
+        chars = np.where(one, rng.integers(48, 80, n), rng.choice(alphabet, n)).astype(np.uint8)
+        if rng.random() < 0.1 and n:
+            chars[rng.integers(0, n)] = rng.choice([0, 32, 47, 112, 126])
+        strings.append(chars.tobytes())
+    counts, offsets = rle.decode_strings(strings)
+    for i, text in enumerate(strings):
+        assert counts[offsets[i]:offsets[i + 1]].tolist() == _rle_fr_string(text)
+    sums = [sum(_rle_fr_string(text)) for text in strings]
+    hs, ws = np.ones(len(strings), np.int64), np.array(sums, np.int64)
+    bad = [i for i, text in enumerate(strings) if re.search(rb"[^0-o]|[P-o]$", text)]
+    malformed, bad_sum = rle.first_bad_strings(pa.array(strings, pa.binary()), hs, ws)
+    assert malformed == (bad[0] if bad else -1)
+    good = [i for i in range(len(strings)) if i not in set(bad)]
+    assert rle.first_bad_strings(pa.array([strings[i] for i in good], pa.binary()), hs[good], ws[good]) == (-1, -1)
+    ws[good[5]] += 1
+    assert rle.first_bad_strings(pa.array([strings[i] for i in good], pa.binary()), hs[good], ws[good]) == (-1, 5)
