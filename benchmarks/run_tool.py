@@ -24,12 +24,13 @@ def evalengine_store_stats(_gt, store, iou_type):
 def _evalengine_command(argv):
     """What the ``evalengine`` command does (its JSON output, parsed), with the command's process settings
     (``evalengine.cli.run``: no BLAS probe, cached kernels loaded without numba's registries)."""
-    from evalengine.cli import _cached_kernels_without_registries, _without_blas_probe, main
+    from evalengine.cli import _without_blas_probe, main
+    from evalengine.kernel_loading import load_lean
 
     _without_blas_probe()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        if main([*argv, "--json", "--quiet"], imported=_cached_kernels_without_registries) != 0:
+        if main([*argv, "--json", "--quiet"], imported=load_lean) != 0:
             raise SystemExit(f"evalengine {' '.join(argv)} failed")
     return json.loads(out.getvalue())["stats"]
 

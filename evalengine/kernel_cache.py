@@ -21,7 +21,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent
 # the package's top-level modules and packages by layer, lowest first (tests/test_layout.LAYERS up to metrics, where
 # the kernels are); a kernel in a module of none of them is stamped with every layer
-KERNEL_LAYERS = (("errors", "arrow", "schema", "progress", "numeric", "kernel_cache"), ("io", "baselines"), ("store",),
+KERNEL_LAYERS = (("errors", "arrow", "schema", "progress", "numeric", "kernel_cache", "kernel_loading"),
+                 ("io", "baselines"), ("store",),
                  ("geometry",), ("match",), ("engine",), ("metrics",))
 _WRITABLE = set()  # cache folders found writable in this process
 _ROOTS = {}  # resolved package folder -> its layers (evalengine's; a test registers a package of its own)

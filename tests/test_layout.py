@@ -7,7 +7,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "evalengine"
 # layer of each top-level module or package; a module may import from its own layer and the ones below
 LAYERS = {
-    "errors": 0, "arrow": 0, "schema": 0, "progress": 0, "numeric": 0, "kernel_cache": 0,
+    "errors": 0, "arrow": 0, "schema": 0, "progress": 0, "numeric": 0, "kernel_cache": 0, "kernel_loading": 0,
     "io": 1, "baselines": 1,
     "store": 2,
     "geometry": 3,

@@ -1,5 +1,5 @@
 """The ``evalengine`` command's own process (``evalengine.cli.run``) loads cached numba kernels without numba's typing
-and lowering registries (``cli._cached_kernels_without_registries``): every kernel family the commands use gives the
+and lowering registries (``kernel_loading.load_lean``): every kernel family the commands use gives the
 same output as in a process that loads them with the registries (the tests' own, through ``main``)."""
 
 import subprocess

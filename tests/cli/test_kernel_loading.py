@@ -1,4 +1,4 @@
-"""The command's process loads cached kernels lean (``cli._cached_kernels_without_registries``): environments
+"""The command's process loads cached kernels lean (``kernel_loading.load_lean``): environments
 without importing numba's modules for their globals, the linking bitcode parsed only when a later compilation links
 the library. A cached kernel gives the same values; a kernel compiled afterwards that calls it links it and gives the
 same values as in a process that loaded it numba's way; the ELF symbols equal those numba lists from the bitcode."""
@@ -32,11 +32,11 @@ import sys
 sys.path.insert(0, {tmp!r})
 import numpy as np
 from numba import njit
-from evalengine import cli
+from evalengine import cli, kernel_loading
 if {lean}:
     cli._without_blas_probe()
     import numba
-    cli._cached_kernels_without_registries()
+    kernel_loading.load_lean()
 from lean_kernels import inner, total
 values = np.arange(-5.0, 7.0) / 3.0
 print(repr(inner(values).tolist()), repr(total(values)), len(inner.stats.cache_hits) + len(total.stats.cache_hits))
@@ -84,7 +84,7 @@ def test_elf_symbols_are_the_ones_numba_lists_from_the_bitcode(cached, monkeypat
     import numpy as np
     from numba.core import codegen
 
-    from evalengine.cli import _elf_defined_symbols
+    from evalengine.kernel_loading import elf_defined_symbols
 
     unserialize, states = codegen.CPUCodeLibrary._unserialize.__func__, []
     monkeypatch.setattr(codegen.CPUCodeLibrary, "_unserialize",
@@ -98,5 +98,5 @@ def test_elf_symbols_are_the_ones_numba_lists_from_the_bitcode(cached, monkeypat
     expected = {v.name for values in (module.functions, module.global_variables) for v in values
                 if not v.is_declaration}
     assert kind == "object" and len(expected) > 2
-    assert _elf_defined_symbols(code) == expected
-    assert _elf_defined_symbols(b"\xcf\xfa\xed\xfe" + code[4:]) is None  # not ELF (Mach-O's magic): numba's way
+    assert elf_defined_symbols(code) == expected
+    assert elf_defined_symbols(b"\xcf\xfa\xed\xfe" + code[4:]) is None  # not ELF (Mach-O's magic): numba's way
