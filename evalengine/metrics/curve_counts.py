@@ -93,7 +93,8 @@ def batch_counts(dt: pl.DataFrame, gt: pl.DataFrame, protocol) -> pl.DataFrame:
                 pl.Series("n_gt", regular[kept, a]), pl.Series("n_kept", n_kept), pl.Series("n_steps", n_steps),
                 pl.Series("is_step", is_step), pl.Series("tp", tp_rows), pl.Series("fp", fp_rows)).with_columns(
                 [pl.when("is_step").then(name).alias(name) for name in ("tp", "fp")]).drop("is_step"))
-    return pl.concat(frames) if frames else pl.DataFrame(schema={**COLUMNS, "tp": lists, "fp": lists})
+    schema = {**COLUMNS, "tp": lists, "fp": lists}  # every batch alike: one Parquet schema for the file
+    return pl.concat(frames).cast(schema) if frames else pl.DataFrame(schema=schema)
 
 
 def write_curve_counts(path: str, dt: pl.LazyFrame, gt: pl.LazyFrame, protocol, category_ids: list) -> None:
