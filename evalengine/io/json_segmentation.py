@@ -32,6 +32,8 @@ CHARS, NUMBERS, PARTS, INEXACT = 0, 1, 2, 3
 _MAX_EXPONENT = 300  # a number whose decimal exponent may be above this may overflow a double
 _MAX_INTEGER = 2**53  # counts and sizes are kept in float64 / int64: exact below this
 _KEY_BYTES, _KEY_STARTS = np.frombuffer(b"sizecounts", np.uint8).copy(), np.array([0, 4, 10], np.int64)
+_SIZE_KEY, _COUNTS_KEY = (np.frombuffer(key, np.uint8).copy() for key in (b'"size"', b'"counts"'))
+_MAX_SIZE_DIGITS = 15  # below 2**53: read as plain digits by the usual RLE's path
 # a row's header (rows[1]): the RLE's size [h, w] and, for a compressed string, its runs' sum (rle.runs_sum)
 HEIGHT, WIDTH, RUNS_SUM = 0, 1, 2
 # the parsed columns (:func:`parsed_columns`), by form
@@ -86,7 +88,7 @@ def _number_list(buf, p, n, store, used, integers):
     return p, (chars, numbers, part_ends, inexact)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def _counts_string(buf, p, n, store, used):
     """The compressed counts string at ``p`` (at its quote) appended to ``store``'s characters, its ``\\\\``
     unescaped: ``(end, runs' sum, store)`` (:func:`evalengine.io.rle.runs_sum`), end -1 for another escape, a control
@@ -176,6 +178,64 @@ def _rle(buf, p, n, row, rows, store, used):
             return -1, store
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _after_key(buf, p, n, key):
+    """The position after ``key`` (its quotes included), a ':' and the whitespace around it at ``p``, or -1."""
+    if p + key.size > n:
+        return -1
+    for i in range(key.size):
+        if buf[p + i] != key[i]:
+            return -1
+    p = space(buf, p + key.size, n)
+    return space(buf, p + 1, n) if p < n and buf[p] == 58 else -1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _digits(buf, p, n):
+    """``(end, value)`` of the plain decimal digits at ``p`` (no sign, no leading zero, at most
+    :data:`_MAX_SIZE_DIGITS`); end -1 where they are not."""
+    q, value = p, np.int64(0)
+    while q < n and q - p <= _MAX_SIZE_DIGITS and 48 <= buf[q] <= 57:
+        value = 10 * value + (np.int64(buf[q]) - 48)
+        q += 1
+    if q == p or q - p > _MAX_SIZE_DIGITS or buf[p] == 48 and q - p > 1:
+        return -1, value
+    return q, value
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _usual_rle(buf, p, n, row, rows, store, used):
+    """The usual compressed RLE at ``p`` (at its '{'), as detectron2 and pycocotools write it: ``{"size": [h, w],
+    "counts": "…"}``, plain digits, in one walk without :func:`_rle`'s key table and number reader: ``(end, store)``,
+    end -1 where it is another form (then read by :func:`_rle`; nothing kept)."""
+    header = rows[1]
+    p = _after_key(buf, space(buf, p + 1, n), n, _SIZE_KEY)
+    if p < 0 or p >= n or buf[p] != 91:
+        return -1, store
+    p += 1
+    for j in range(2):
+        p, value = _digits(buf, space(buf, p, n), n)
+        header[j, row] = value
+        p = space(buf, p, n) if p >= 0 else n
+        if p >= n or buf[p] != (93 if j == 1 else 44):
+            return -1, store
+        p += 1
+    p = space(buf, p, n)
+    if p >= n or buf[p] != 44:
+        return -1, store
+    p = _after_key(buf, space(buf, p + 1, n), n, _COUNTS_KEY)
+    if p < 0 or p >= n or buf[p] != 34:
+        return -1, store
+    chars_before = used[CHARS]
+    p, total, store = _counts_string(buf, p, n, store, used)
+    p = space(buf, p, n) if p >= 0 else n
+    if p >= n or buf[p] != 125:
+        used[CHARS] = chars_before
+        return -1, store
+    rows[0][row], header[RUNS_SUM, row] = COMPRESSED, total
+    return p + 1, store
+
+
 @numba.njit(cache=True, nogil=True)
 def read_segmentation(buf, p, n, row, rows, store, used):
     """The segmentation value at ``p`` of result ``row``: ``(end, store)``, end -1 where it is given up on.
@@ -186,6 +246,9 @@ def read_segmentation(buf, p, n, row, rows, store, used):
     if p >= n:
         return -1, store
     if buf[p] == 123:
+        end, store = _usual_rle(buf, p, n, row, rows, store, used)
+        if end >= 0:
+            return end, store
         return _rle(buf, p, n, row, rows, store, used)
     if buf[p] != 91:
         return -1, store
