@@ -1,16 +1,21 @@
 """What the front doors print: the reference tools' summaries as they print them, the command's JSON payloads and
 tables. Every function reads an evaluation's frames."""
 
+from __future__ import annotations  # the proposal and LRP types: only the commands of their families load them
+
 import json
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from evalengine.errors import ProtocolError
 from evalengine.evaluation.detection import Evaluation
-from evalengine.evaluation.proposals import ProposalEvaluation
-from evalengine.metrics.achievable import recall_name
-from evalengine.metrics.lrp import OptimalLRP
 from evalengine.metrics.summary import printed_layout, stat_names, summary_cap, summary_layout, summary_stats
+
+
+if TYPE_CHECKING:
+    from evalengine.evaluation.proposals import ProposalEvaluation
+    from evalengine.metrics.lrp import OptimalLRP
 
 
 def table(frame: pl.DataFrame) -> str:
@@ -73,6 +78,8 @@ def achievable_payload(evaluation: ProposalEvaluation, thresholds, measure: str 
     """Pont-Tuset & Marques' achievable quality per budget (the ``achievable`` entry of the JSON; F̃b's:
     ``achievable_boundary_f``): ``mean``, ``median`` of the best ``measure`` per object, ``recall`` at measure > t
     keyed by ``str(float(t))``."""
+    from evalengine.metrics.achievable import recall_name
+
     quality = evaluation.achievable_quality(thresholds, measure)
     return {"measure": measure, "mean": evaluation.per_budget(quality, "mean_quality"),
             "median": evaluation.per_budget(quality, "median_quality"),
