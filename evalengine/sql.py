@@ -48,11 +48,13 @@ def _visible(glob: str) -> str:
 READ_ONLY_NODES = {"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"}
 OPT_IN = "--allow-external lifts this"
 # the tables an evaluation keeps beside the match table (MatchedRun._keep_table), (family, kind, file): the AP tables
-# of COCO (sql/39_coco_ap_tables.sql), Borji's stages (sql/19_borji_ap_tables.sql) and analyze's curves
-# (sql/18_analyze_ap_tables.sql); COCO's curve counts (sql/29_coco_curve_tables.sql); OpenImages' curve order
-# (sql/22_openimages_order.sql). Variables <family>_<kind>_tables (the files) and <family>_<kind>_pending.
+# of COCO (sql/39_coco_ap_tables.sql), Borji's stages (sql/19_borji_ap_tables.sql), analyze's curves
+# (sql/18_analyze_ap_tables.sql) and LVIS (sql/22_lvis_ap_tables.sql); COCO's curve counts
+# (sql/29_coco_curve_tables.sql); OpenImages' curve order (sql/22_openimages_order.sql). Variables
+# <family>_<kind>_tables (the files) and <family>_<kind>_pending (sql/09_kept_tables.sql).
 KEPT_TABLES = (("coco", "ap", ACCUMULATION_FILE), ("coco", "curve", CURVE_FILE), ("borji", "ap", ACCUMULATION_FILE),
-               ("analyze", "ap", ACCUMULATION_FILE), ("openimages", "order", ORDER_FILE))
+               ("analyze", "ap", ACCUMULATION_FILE), ("openimages", "order", ORDER_FILE),
+               ("lvis", "ap", ACCUMULATION_FILE))
 
 
 def view_files() -> list:

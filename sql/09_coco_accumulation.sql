@@ -61,10 +61,11 @@ GROUP BY ALL;
 -- coco_counted: the detections in pycocotools' order per (match table, category) — position: score descending, image
 -- id, rank in image — once per area range and max dets that keeps them (rank in image below the cap), without those
 -- ignored at every IoU threshold (they count nowhere), with tp_bits and ignored_bits of that area range and n_kept, the
--- number of these rows up to this one (a row number: one sort, no running sum). Every detection not ignored at a
--- threshold counts in tp + fp there, so a point's tp + fp is n_kept minus the rows ignored there before it, and recall
--- rises only at a true positive: a curve is made of n_kept and of the few rows that are true positives or ignored at
--- some thresholds (is_step).
+-- number of these rows up to this one (a row number: one sort, no running sum; it orders the rows of an area range and
+-- cap as position does). Every detection not ignored at a threshold counts in tp + fp there, so a point's tp + fp is
+-- n_kept minus the rows ignored there before it, and recall rises only at a true positive: a curve is made of n_kept
+-- and of the few rows that are true positives or ignored at some thresholds (is_step). Ranking each detection once,
+-- then numbering the kept rows by position, costs less than numbering them by the three keys (measured).
 CREATE OR REPLACE MACRO coco_counted(dt, params) AS TABLE
 WITH ordered AS (
     SELECT t.table_id, t.n_thresholds, CASE WHEN t.use_cats THEN m.category_id ELSE -1 END AS category_id,
@@ -86,26 +87,22 @@ SELECT *, tp_bits <> 0 OR ignored_bits <> 0 AS is_step,
 FROM capped;
 
 -- coco_steps: at every IoU threshold, the rows of coco_counted (its result `counted`, e.g. a CTE over the macro) that
--- are true positives or ignored there: is_tp, and the counts up to them of true positives (tp), of the detections
--- ignored there (n_ignored) and of those counted in tp + fp (n_counted = n_kept - n_ignored). Both are row numbers:
--- tp of a true positive is its row number among the true positives, n_ignored the rest of its row number among these
--- rows (and the reverse for an ignored row). What coco_ap, voc_ap and analyze_precision read: their true positives.
--- The bits are shifted as UBIGINT (a BIGINT shift would widen them to HUGEINT).
+-- are true positives or ignored there, in their order (n_kept): is_tp, and the counts up to them of true positives
+-- (tp, a running count), of the detections ignored there (n_ignored: the rest of the row number among these rows) and
+-- of those counted in tp + fp (n_counted = n_kept - n_ignored); one window. What coco_ap, voc_ap and
+-- analyze_precision read: their true positives. The bits are shifted as UBIGINT (a BIGINT shift would widen them to
+-- HUGEINT).
 CREATE OR REPLACE MACRO coco_steps(counted, params) AS TABLE
-SELECT table_id, category_id, area_index, max_dets, thr_index, position, is_tp,
-       CASE WHEN is_tp THEN n_of_kind ELSE n_changing - n_of_kind END AS tp,
-       CASE WHEN is_tp THEN n_changing - n_of_kind ELSE n_of_kind END AS n_ignored,
-       n_kept - CASE WHEN is_tp THEN n_changing - n_of_kind ELSE n_of_kind END AS n_counted
-FROM (SELECT *,
-             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index
-                                ORDER BY position) AS n_changing,
-             row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_tp
-                                ORDER BY position) AS n_of_kind
-      FROM (SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.position, c.n_kept,
+SELECT table_id, category_id, area_index, max_dets, thr_index, n_kept, is_tp, tp, n_changing - tp AS n_ignored,
+       n_kept - (n_changing - tp) AS n_counted
+FROM (SELECT *, row_number() OVER w AS n_changing, count(*) FILTER (WHERE is_tp) OVER w AS tp
+      FROM (SELECT c.table_id, c.category_id, c.area_index, c.max_dets, t.thr_index, c.n_kept,
                    (c.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp
             FROM query_table(counted) AS c
             JOIN coco_numbered_ious(params) AS t USING (table_id)
-            WHERE c.is_step AND ((c.tp_bits | c.ignored_bits) >> t.thr_index::UBIGINT) & 1 = 1));
+            WHERE c.is_step AND ((c.tp_bits | c.ignored_bits) >> t.thr_index::UBIGINT) & 1 = 1)
+      WINDOW w AS (PARTITION BY table_id, category_id, area_index, max_dets, thr_index ORDER BY n_kept
+                   ROWS UNBOUNDED PRECEDING));
 
 -- coco_pr_curve: the precision-recall curve, one point per counted detection, per (match table, category, IoU
 -- threshold, area range, max dets), in pycocotools' order (score descending, image id, rank in image).
@@ -119,10 +116,10 @@ CREATE OR REPLACE MACRO coco_pr_curve(dt, gt, params) AS TABLE
 WITH counted AS MATERIALIZED (
     SELECT * EXCLUDE (n_of_kind), CASE WHEN is_step THEN n_of_kind ELSE n_kept - n_of_kind END AS n_steps
     FROM (SELECT *, row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, is_step
-                                       ORDER BY position) AS n_of_kind
+                                       ORDER BY n_kept) AS n_of_kind
           FROM coco_counted(dt, params))
 ), step_bits AS (
-    SELECT c.table_id, c.category_id, c.area_index, c.max_dets, c.n_steps, t.thr_index, c.position,
+    SELECT c.table_id, c.category_id, c.area_index, c.max_dets, c.n_steps, t.thr_index, c.n_kept,
            (c.tp_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_tp,
            (c.ignored_bits >> t.thr_index::UBIGINT) & 1 = 1 AS is_ignored
     FROM counted AS c
@@ -135,9 +132,9 @@ WITH counted AS MATERIALIZED (
                            'n_ignored': CASE WHEN is_ignored THEN n_ignored ELSE n_steps - n_ignored END})) AS counts
     FROM (SELECT *,
                  row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_tp
-                                    ORDER BY position) AS n_tp,
+                                    ORDER BY n_kept) AS n_tp,
                  row_number() OVER (PARTITION BY table_id, category_id, area_index, max_dets, thr_index, is_ignored
-                                    ORDER BY position) AS n_ignored
+                                    ORDER BY n_kept) AS n_ignored
           FROM step_bits)
     GROUP BY ALL
 ), points AS (
@@ -171,7 +168,7 @@ FROM thresholds;
 -- precision envelope at the first point whose recall reaches each recall threshold R (searchsorted 'left'), 0 when
 -- none does. Recall rises only at a true positive, and a false positive's precision is below that of the true positive
 -- before it, so only the true positives are read (coco_steps): each takes n_reached, the number of thresholds its
--- recall reaches (an ASOF join on the sorted thresholds). The true positives of one n_reached follow each other, and
+-- recall reaches (an ASOF join on the sorted thresholds, once per recall: a (table, n_gt, tp) many curves share). The true positives of one n_reached follow each other, and
 -- the thresholds sampled there are those above the previous group's n_reached; the envelope at the group's first is
 -- the highest precision of this group and the later ones: a running max over the groups, highest n_reached first.
 CREATE OR REPLACE MACRO coco_ap(dt, gt, params) AS TABLE
@@ -192,16 +189,20 @@ WITH grid AS (
 ), counted AS (
     SELECT * FROM coco_counted(dt, params)
 ), true_positives AS (
-    SELECT s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets, s.tp / g.n_gt AS recall,
+    SELECT s.table_id, s.category_id, s.thr_index, s.area_index, s.max_dets, s.tp, g.n_gt, s.tp / g.n_gt AS recall,
            s.tp / (s.n_counted + 2.220446049250313e-16) AS precision
     FROM coco_steps(counted, params) AS s
     JOIN n_gt AS g USING (table_id, category_id, area_index)
     WHERE s.is_tp AND g.n_gt > 0
+), recalls AS (
+    SELECT c.table_id, c.n_gt, c.tp, coalesce(r.n_reached, 0) AS n_reached
+    FROM (SELECT DISTINCT table_id, n_gt, tp, recall FROM true_positives) AS c
+    ASOF LEFT JOIN thresholds AS r ON c.table_id = r.table_id AND c.recall >= r.recall_threshold
 ), reached AS (
-    SELECT c.table_id, c.category_id, c.thr_index, c.area_index, c.max_dets, coalesce(r.n_reached, 0) AS n_reached,
+    SELECT c.table_id, c.category_id, c.thr_index, c.area_index, c.max_dets, r.n_reached,
            max(c.precision) AS precision, max(c.recall) AS recall
     FROM true_positives AS c
-    ASOF LEFT JOIN thresholds AS r ON c.table_id = r.table_id AND c.recall >= r.recall_threshold
+    JOIN recalls AS r USING (table_id, n_gt, tp)
     GROUP BY ALL
 ), interpolated AS (
     SELECT g.table_id, g.category_id, g.thr_index, g.area_index, g.max_dets,

@@ -84,8 +84,8 @@ WITH params AS (
 ), counted AS (
     SELECT * FROM coco_counted(dt, params)
 ), true_positives AS (
-    SELECT s.table_id, s.category_id, s.thr_index, s.position, s.tp / g.n_gt AS recall,
-           max(s.tp / s.n_counted) OVER (PARTITION BY s.table_id, s.category_id, s.thr_index ORDER BY s.position
+    SELECT s.table_id, s.category_id, s.thr_index, s.n_kept, s.tp / g.n_gt AS recall,
+           max(s.tp / s.n_counted) OVER (PARTITION BY s.table_id, s.category_id, s.thr_index ORDER BY s.n_kept
                                          ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
     FROM coco_steps(counted, params) AS s
     JOIN grid AS g USING (table_id, category_id, thr_index)
@@ -102,7 +102,7 @@ WITH params AS (
            sum((recall - coalesce(previous_recall, 0)) * envelope) AS ap_voc12,
            sum(envelope * (n_reached - coalesce(previous_reached, 0))) / 11 AS ap_voc07
     FROM (SELECT *, lag(recall) OVER w AS previous_recall, lag(n_reached) OVER w AS previous_reached
-          FROM sampled WINDOW w AS (PARTITION BY table_id, category_id, thr_index ORDER BY position))
+          FROM sampled WINDOW w AS (PARTITION BY table_id, category_id, thr_index ORDER BY n_kept))
     GROUP BY ALL
 )
 SELECT g.protocol, g.run, g.category_id, g.iou_threshold,

@@ -53,7 +53,7 @@ WITH params AS (
     SELECT s.table_id, s.category_id, s.area_index, s.thr_index, s.tp / g.n_gt AS recall,
            max(s.tp / (s.n_counted + 2.220446049250313e-16)) OVER (
                PARTITION BY s.table_id, s.category_id, s.area_index, s.thr_index
-               ORDER BY s.position ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
+               ORDER BY s.n_kept ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS envelope
     FROM coco_steps(counted, params) AS s
     JOIN coco_regular_gt(gt, params) AS g USING (table_id, category_id, area_index)
     WHERE s.is_tp AND g.n_gt > 0

@@ -58,11 +58,11 @@ WHERE false;
 -- borji_stage_summary: pycocotools' 12 numbers of each stage (the paper's Table 3 is its AP and AP50 rows).
 CREATE OR REPLACE VIEW borji_stage_ap AS
 WITH pending_protocols AS (
-    SELECT * FROM borji_stage_protocols WHERE list_contains(getvariable('borji_ap_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(borji_stage_protocols, 'borji_ap_pending')
 ), pending_matches AS (
-    SELECT * FROM borji_stage_matches WHERE list_contains(getvariable('borji_ap_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(borji_stage_matches, 'borji_ap_pending')
 ), pending_gt_matches AS (
-    SELECT * FROM borji_stage_gt_matches WHERE list_contains(getvariable('borji_ap_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(borji_stage_gt_matches, 'borji_ap_pending')
 )
 SELECT protocol, run, stage, category_id, iou_threshold, area_range, max_dets, ap, recall FROM borji_ap_tables
 UNION ALL

@@ -23,10 +23,28 @@ SELECT image_id, unnest(neg_category_ids) AS category_id, 'negative' AS label FR
 UNION ALL
 SELECT image_id, unnest(not_exhaustive_category_ids), 'not_exhaustive' FROM images;
 
+-- lvis_ap_tables: the AP table written beside an LVIS match table once its run was evaluated (accumulation.parquet),
+-- as 22_lvis_ap_tables.sql reads them; none until then. lvis_ap_pending: 'protocol/run' of the match tables without one.
+CREATE OR REPLACE VIEW lvis_ap_tables AS
+SELECT NULL::VARCHAR AS protocol, NULL::VARCHAR AS run, NULL::BIGINT AS category_id, NULL::DOUBLE AS iou_threshold,
+       NULL::VARCHAR AS area_range, NULL::DOUBLE AS ap, NULL::DOUBLE AS recall
+WHERE false;
+
 -- lvis_ap: AP (101-point) and final recall per (protocol, run, category, IoU threshold, area range), -1 where the
--- category has no regular ground truth: lvis-api's precision and recall, by the COCO accumulation macros.
+-- category has no regular ground truth: lvis-api's precision and recall. The stored AP table of a match table
+-- (lvis_ap_tables), else the COCO accumulation macros over it (the same numbers, computed in SQL).
 CREATE OR REPLACE VIEW lvis_ap AS
-SELECT * EXCLUDE (stage, max_dets) FROM coco_ap(lvis_matches, lvis_gt_matches, lvis_protocols);
+WITH pending_protocols AS (
+    SELECT * FROM kept_pending(lvis_protocols, 'lvis_ap_pending')
+), pending_matches AS (
+    SELECT * FROM kept_pending(lvis_matches, 'lvis_ap_pending')
+), pending_gt_matches AS (
+    SELECT * FROM kept_pending(lvis_gt_matches, 'lvis_ap_pending')
+)
+SELECT protocol, run, category_id, iou_threshold, area_range, ap, recall FROM lvis_ap_tables
+UNION ALL
+SELECT protocol, run, category_id, iou_threshold, area_range, ap, recall
+FROM coco_ap(pending_matches, pending_gt_matches, pending_protocols);
 
 -- lvis_per_class_ap: AP@[.50:.95] (area all) per category, with its name and frequency (-1: undefined).
 CREATE OR REPLACE VIEW lvis_per_class_ap AS

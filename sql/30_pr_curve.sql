@@ -12,14 +12,11 @@ SELECT * EXCLUDE (stage, table_id) FROM coco_regular_gt(coco_accumulation_gt_mat
 -- (coco_curve_pending) go through coco_pr_curve (09_coco_accumulation.sql): the same numbers computed in SQL.
 CREATE OR REPLACE VIEW pr_curve AS
 WITH pending_protocols AS (
-    SELECT * FROM coco_accumulation_protocols
-    WHERE list_contains(getvariable('coco_curve_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(coco_accumulation_protocols, 'coco_curve_pending')
 ), pending_matches AS (
-    SELECT * FROM coco_accumulation_matches
-    WHERE list_contains(getvariable('coco_curve_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(coco_accumulation_matches, 'coco_curve_pending')
 ), pending_gt_matches AS (
-    SELECT * FROM coco_accumulation_gt_matches
-    WHERE list_contains(getvariable('coco_curve_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(coco_accumulation_gt_matches, 'coco_curve_pending')
 ), counts AS (
     SELECT c.protocol, c.run, c.category_id, c.area_index, c.max_dets, c.score, c.image_id, c.dt_rank, c.tp_bits,
            c.ignored_bits, c.n_gt, c.n_kept - coalesce(s.n_kept, 0) AS n_since, s.tp AS step_tp, s.fp AS step_fp

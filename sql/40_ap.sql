@@ -5,14 +5,11 @@
 -- numbers, computed in SQL; coco_ap_pending lists the tables without a stored one).
 CREATE OR REPLACE VIEW ap_by_protocol AS
 WITH pending_protocols AS (
-    SELECT * FROM coco_accumulation_protocols
-    WHERE list_contains(getvariable('coco_ap_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(coco_accumulation_protocols, 'coco_ap_pending')
 ), pending_matches AS (
-    SELECT * FROM coco_accumulation_matches
-    WHERE list_contains(getvariable('coco_ap_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(coco_accumulation_matches, 'coco_ap_pending')
 ), pending_gt_matches AS (
-    SELECT * FROM coco_accumulation_gt_matches
-    WHERE list_contains(getvariable('coco_ap_pending'), protocol || '/' || run)
+    SELECT * FROM kept_pending(coco_accumulation_gt_matches, 'coco_ap_pending')
 )
 SELECT protocol, run, category_id, iou_threshold, area_range, max_dets, ap, recall FROM coco_ap_tables
 UNION ALL

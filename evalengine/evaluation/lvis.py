@@ -33,11 +33,13 @@ class LvisEvaluation(MatchedRun):
 
     def accumulate(self, on_batch_done=None) -> ap_metrics.Accumulation:
         """lvis-api ``accumulate``: pycocotools' over the LVIS match table, with the 300 cap, and its precision
-        curves (the summary averages them as lvis-api does)."""
+        curves (the summary averages them as lvis-api does); the whole run's AP table is kept for SQL."""
         if "acc" not in self._cache:
             self._cache["acc"] = ap_metrics.accumulate(self.dt_matches(), self.gt_matches(), self.category_ids,
                                                        self.protocol, want_curve=True, on_batch_done=on_batch_done,
                                                        image_ids=self.image_subset)
+            if self.image_subset is None:  # kept for the lvis_ap view (sql/22_lvis_ap_tables.sql)
+                self._keep_ap_table(lambda: ap_metrics.ap_table(self._cache["acc"]))
         return self._cache["acc"]
 
     def categories(self) -> pl.DataFrame:

@@ -15,9 +15,10 @@ small. Categories are read in batches, so memory is bounded by a batch."""
 import numpy as np
 import polars as pl
 
+from evalengine.metrics.ap import batch_frames, category_batches
 from evalengine.store.location import is_remote, location
 
-CATEGORY_BATCH = 8
+BATCH_ROWS = 200_000  # detections of a batch of categories: about 200 bytes a kept row of a piece in memory
 
 COLUMNS = {"category_id": pl.Int64, "area_index": pl.Int32, "max_dets": pl.Int64, "score": pl.Float64,
            "image_id": pl.Int64, "dt_rank": pl.Int64, "tp_bits": pl.UInt64, "ignored_bits": pl.UInt64,
@@ -53,10 +54,23 @@ def _regular_gt(gt: pl.DataFrame, category: np.ndarray, n_areas: int) -> np.ndar
 
 
 def batch_counts(dt: pl.DataFrame, gt: pl.DataFrame, protocol) -> pl.DataFrame:
-    """The rows of one batch of categories (``dt`` / ``gt``: the match tables' rows of these categories; with
-    ``use_cats`` off, every row)."""
+    """The rows of one batch of categories (``dt``: the match table's rows of these categories; ``gt``: its ground
+    truths, of these categories or more; with ``use_cats`` off, every row)."""
+    schema = _schema(protocol)
+    pieces = list(_pieces(dt, gt, protocol))
+    return pl.concat(pieces) if pieces else pl.DataFrame(schema=schema)
+
+
+def _schema(protocol) -> dict:
+    lists = pl.Array(pl.Int64, len(protocol.iou_thresholds))
+    return {**COLUMNS, "tp": lists, "fp": lists}
+
+
+def _pieces(dt: pl.DataFrame, gt: pl.DataFrame, protocol):
+    """:func:`batch_counts`' rows, one frame per (area range, cap) that keeps some, each cast to the declared schema
+    (one Parquet schema for the file, whatever dtypes the match table's columns have)."""
     n_thresholds, n_areas = len(protocol.iou_thresholds), len(protocol.area_ranges)
-    lists = pl.Array(pl.Int64, n_thresholds)
+    schema = _schema(protocol)
     if not protocol.use_cats:
         dt, gt = dt.with_columns(category_id=pl.lit(-1, pl.Int64)), gt.with_columns(category_id=pl.lit(-1, pl.Int64))
     dt = dt.sort(["category_id", "score", "image_id", "dt_rank"], descending=[False, True, False, False])
@@ -66,7 +80,6 @@ def batch_counts(dt: pl.DataFrame, gt: pl.DataFrame, protocol) -> pl.DataFrame:
     tp_all = dt.get_column("tp_bits").to_numpy().reshape(-1, n_areas)
     ignored_all = dt.get_column("ignored_bits").to_numpy().reshape(-1, n_areas)
     shifts, every = np.arange(n_thresholds, dtype=np.uint64), np.uint64(2**n_thresholds - 1)
-    frames = []
     for a in range(n_areas):
         counted_somewhere = ignored_all[:, a] & every != every
         for max_dets in protocol.max_dets:
@@ -86,33 +99,32 @@ def batch_counts(dt: pl.DataFrame, gt: pl.DataFrame, protocol) -> pl.DataFrame:
             fp = n_kept[step, None] - _segment_cumsum(ignored, step_starts) - tp
             tp_rows, fp_rows = np.zeros((kept.size, n_thresholds), np.int64), np.zeros((kept.size, n_thresholds), np.int64)
             tp_rows[step], fp_rows[step] = tp, fp
-            frames.append(dt[kept].select(
+            yield dt[kept].select(
                 "category_id", pl.lit(a, pl.Int32).alias("area_index"), pl.lit(max_dets, pl.Int64).alias("max_dets"),
                 "score", "image_id", "dt_rank", pl.col("tp_bits").arr.get(a).alias("tp_bits"),
                 pl.col("ignored_bits").arr.get(a).alias("ignored_bits")).with_columns(
                 pl.Series("n_gt", regular[kept, a]), pl.Series("n_kept", n_kept), pl.Series("n_steps", n_steps),
                 pl.Series("is_step", is_step), pl.Series("tp", tp_rows), pl.Series("fp", fp_rows)).with_columns(
-                [pl.when("is_step").then(name).alias(name) for name in ("tp", "fp")]).drop("is_step"))
-    schema = {**COLUMNS, "tp": lists, "fp": lists}  # every batch alike: one Parquet schema for the file
-    return pl.concat(frames).cast(schema) if frames else pl.DataFrame(schema=schema)
+                [pl.when("is_step").then(name).alias(name) for name in ("tp", "fp")]).drop("is_step").cast(schema)
 
 
 def write_curve_counts(path: str, dt: pl.LazyFrame, gt: pl.LazyFrame, protocol, category_ids: list) -> None:
-    """Write the rows of every category to ``path`` (Parquet; a folder or an object store's URL),
-    :data:`CATEGORY_BATCH` categories at a time."""
+    """Write the rows of every category to ``path`` (Parquet; a folder or an object store's URL): the match table
+    read once and split in batches of at most :data:`BATCH_ROWS` detections (whole categories,
+    :func:`~evalengine.metrics.ap.batch_frames`), each (area range, cap) of a batch written as it is made."""
     import pyarrow.parquet as pq
 
     columns = ["category_id", "image_id", "dt_rank", "score", "tp_bits", "ignored_bits"]
-    batches = ([list(category_ids[i:i + CATEGORY_BATCH]) for i in range(0, len(category_ids), CATEGORY_BATCH)]
-               if protocol.use_cats and category_ids else [None])
+    truths = gt.select("category_id", "ignored_bits").collect()
+    if protocol.use_cats and len(category_ids):
+        category_ids = np.asarray(category_ids, dtype=np.int64)
+        batches = category_batches(dt, category_ids, BATCH_ROWS)
+        frames = batch_frames(dt, columns, category_ids, batches)
+    else:
+        frames = [dt.select(columns).collect()]
     target = location(path)
     with (target.fs.open_output_stream(target.key) if is_remote(target) else open(target, "wb")) as sink:
-        writer = None
-        for batch in batches:
-            chosen = (lambda frame: frame) if batch is None else (
-                lambda frame: frame.filter(pl.col("category_id").is_in(batch)))
-            table = batch_counts(chosen(dt).select(columns).collect(),
-                                 chosen(gt).select("category_id", "ignored_bits").collect(), protocol).to_arrow()
-            writer = writer or pq.ParquetWriter(sink, table.schema)
-            writer.write_table(table)
-        writer.close()
+        with pq.ParquetWriter(sink, pl.DataFrame(schema=_schema(protocol)).to_arrow().schema) as writer:
+            for frame in frames:
+                for piece in _pieces(frame, truths, protocol):
+                    writer.write_table(piece.to_arrow())
