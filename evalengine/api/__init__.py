@@ -262,7 +262,7 @@ def open(path) -> Store:  # noqa: A001 - the documented entry point: evalengine.
 
 def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str = DEFAULT_RUN,
                 overwrite: bool = False, progress=None, image_metadata=None, tags: dict | None = None,
-                masks: bool = True, check_gt=None) -> Store:
+                masks: bool = True, check_gt=None, select_results=None) -> Store:
     """Validate a COCO ground-truth file and a detection file (COCO JSON, JSON Lines or Parquet, see
     :mod:`evalengine.io.detections`) and write them as a new store at ``store`` (a folder or an object-store URL; None:
     held in memory, :mod:`evalengine.store.memory`, as a one-shot evaluation does), streaming the detections into
@@ -270,17 +270,19 @@ def ingest_coco(gt_json, dt_path, store, n_shards: int | None = None, run: str =
     the images table; ``tags`` label the run (as :meth:`Store.add_run`'s). ``overwrite`` replaces a store of ours only
     (see :func:`evalengine.store.build.replaced_store`). ``gt_json`` may be a COCO dict and ``dt_path`` results in
     memory (a list of result dicts, a table, NumPy arrays: :mod:`evalengine.io.memory`). ``masks=False`` stores no
-    result masks (box evaluation only; a result file of box results then parses none); ``check_gt`` vets the read GT."""
+    result masks (box evaluation only; a result file of box results then parses none); ``check_gt`` vets the read GT.
+    ``select_results(dataset)``, held in memory only: the rows of the run a protocol evaluates (``memory_store``'s
+    ``select``), the others not stored."""
     keep_freed_memory()
     check_name("run", run)
     check_tags(tags or {})
     with as_files(gt_json, dt_path) as (gt_file, dt_file):
         return _ingest_coco(gt_file, dt_file, store, n_shards, run, overwrite, progress, image_metadata, tags,
-                            {"gt": describe(gt_json), run: describe(dt_path)}, masks, check_gt)
+                            {"gt": describe(gt_json), run: describe(dt_path)}, masks, check_gt, select_results)
 
 
 def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, image_metadata, tags, provenance,
-                 masks, check_gt=None):
+                 masks, check_gt=None, select_results=None):
     if store is not None:
         replaced_store(location(store), overwrite, [gt_json, dt_path, image_metadata or gt_json])  # before parsing
     detections = prefetch(dt_path, masks)  # parsed while the ground truth is read
@@ -293,7 +295,7 @@ def _ingest_coco(gt_json, dt_path, store, n_shards, run, overwrite, progress, im
     if store is None:
         runs = {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)}
         return Store(memory_store(dataset.images, dataset.categories, dataset.gt, runs, shards, provenance, progress,
-                                  {run: tags or {}}))
+                                  {run: tags or {}}, select_results and select_results(dataset)))
     gt = [dataset.gt]  # handed over: written first, then let go (the detections are checked without it)
     dataset = replace(dataset, gt=dataset.gt.clear())
     runs = {run: iter_detections(dt_path, dataset, prefetched=detections, masks=masks)}

@@ -8,7 +8,7 @@ from evalengine.api import DEFAULT_RUN, Phases, Store, _TemporaryFolder, count_r
 from evalengine.evaluation.lvis import LvisEvaluation, lvis_output, lvis_payload
 from evalengine.io.memory import is_path
 from evalengine.match.groups import warm_up
-from evalengine.match.lvis import LvisProtocol, check_lvis_labels
+from evalengine.match.lvis import LvisProtocol, EvaluatedResults, check_lvis_labels
 from evalengine.store.sharding import default_shard_count
 
 # the largest run a one-shot LVIS evaluation holds in memory (the COCO one's is 2M): lvis-api keeps 300 results per
@@ -56,7 +56,9 @@ def evaluate_lvis(gt, dt, protocol: LvisProtocol | None = None, store=None, n_sh
     store is kept at ``store``, else held in memory (``in_memory``; by default when the run has at most
     :data:`IN_MEMORY_DETECTIONS` detections and is matched by threads) or made in a temporary folder, for as long as
     the evaluation lives; held in memory, in shards of :data:`IN_MEMORY_RESULTS_PER_SHARD` results unless
-    ``n_shards`` is given. Masks are read only for ``iou_type="segm"`` or a store to keep."""
+    ``n_shards`` is given, and of the results lvis-api evaluates only (the others are dropped once the run is read,
+    before it is sharded: :class:`~evalengine.match.lvis.EvaluatedResults`). Masks are read only for
+    ``iou_type="segm"`` or a store to keep."""
     phases = phases or Phases()
     protocol = protocol or LvisProtocol()
     threading.Thread(target=warm_up, daemon=True).start()
@@ -66,9 +68,14 @@ def evaluate_lvis(gt, dt, protocol: LvisProtocol | None = None, store=None, n_sh
     folder = _TemporaryFolder() if store is None and not in_memory else None
     if n_shards is None and store is None and in_memory and is_path(dt):
         n_shards = default_shard_count(estimate_rows(dt), IN_MEMORY_RESULTS_PER_SHARD)
+    select = None
+    if store is None and in_memory:
+        def select(dataset):
+            return EvaluatedResults(dataset.images, dataset.categories, dataset.gt, protocol.max_dets[0])
     with phases.phase("ingest", total=count_rows(dt) if is_path(dt) else None, unit="detections") as advance:
         opened = ingest_lvis(gt, dt, folder.path / "store" if folder is not None else store, n_shards=n_shards,
-                             progress=advance, masks=store is not None or protocol.iou_type == "segm")
+                             progress=advance, masks=store is not None or protocol.iou_type == "segm",
+                             select_results=select)
     evaluation = evaluate_store_lvis(opened, protocol, phases=phases, **schedule)
     if folder is not None:
         evaluation.keep_alive.append(folder)

@@ -136,17 +136,83 @@ def federated(gt: pl.DataFrame, dt: pl.DataFrame, negative: pl.DataFrame, catego
     per-image cap, the area and category filters and the federated filter in one pass (:func:`_federated_kept`),
     handed to the COCO matching as rows, not copies. ``negative``: the shard's ``(image_id, category_id)`` of
     ``neg_category_ids``; ``categories``: the evaluated ids, sorted and distinct."""
-    gt_cat = category_index(categories, column_array(gt, "category_id"))
-    gt_image, gt_area = column_array(gt, "image_id"), column_array(gt, "area", np.float64)
-    kept = np.flatnonzero((gt_cat >= 0) & (gt_area > 0) & (gt_area < np.inf))
+    gt_image, gt_cat, kept = _evaluated_gt(gt, categories)
     gt_rows = kept[np.lexsort((column_array(gt, "gt_order")[kept], gt_image[kept], gt_cat[kept]))]
-    gt = gt.with_columns(pl.lit(False).alias("iscrowd"))
-    negative_image, negative_cat = _labelled(negative, categories)
+    known = _known_pairs(gt_image[kept], gt_cat[kept], negative, categories)
     rows = _federated_kept(column_array(dt, "image_id"), category_index(categories, column_array(dt, "category_id")),
                            column_array(dt, "score", np.float64), column_array(dt, "det_id"),
-                           column_array(dt, "area", np.float64), np.concatenate([gt_image[kept], negative_image]),
-                           np.concatenate([gt_cat[kept], negative_cat]), categories.shape[0], max_dets)
-    return gt, gt_rows, rows
+                           column_array(dt, "area", np.float64), *known, categories.shape[0], max_dets)
+    return gt.with_columns(pl.lit(False).alias("iscrowd")), gt_rows, rows
+
+
+class EvaluatedResults:
+    """The results of a run lvis-api evaluates, picked as the run is read, before it is sharded
+    (:func:`~evalengine.store.memory.memory_store`'s ``select``): the rows :func:`federated` keeps on their shards (an
+    image's rows are all on one shard). A full LVIS run keeps about one result in ten; the others are let go batch by
+    batch, only their images, scores and ids held for the per-image cap, decided once the whole run is read.
+    ``images`` with ``neg_category_ids``; ``gt`` and ``categories`` as ingested. Called, a new run's selection."""
+
+    def __init__(self, images: pl.DataFrame, categories: pl.DataFrame, gt: pl.DataFrame,
+                 max_dets: int = LVIS_MAX_DETS):
+        self.categories, self.max_dets = np.unique(column_array(categories, "category_id")), max_dets
+        _, self.n_images, self.keys, self.slots = _distinct(column_array(images, "image_id"))
+        gt_image, gt_cat, kept = _evaluated_gt(gt, self.categories)
+        negative = images.select("image_id", pl.col("neg_category_ids").cast(_LABEL_TYPE).alias("category_id")
+                                 ).explode("category_id").drop_nulls("category_id")
+        known_image, known_cat = _known_pairs(gt_image[kept], gt_cat[kept], negative, self.categories)
+        n_cat = self.categories.shape[0]
+        self.dense = self.n_images * n_cat <= 64 * known_image.shape[0] + 65536
+        self.pairs = _pair_set(self.keys, self.slots, self.n_images, known_image, known_cat, n_cat, self.dense)
+
+    def __call__(self) -> "_Selection":
+        return _Selection(self)
+
+
+class _Selection:
+    """One run's :class:`EvaluatedResults`: :meth:`rows` of each batch as it comes, :meth:`kept` once all are read."""
+
+    def __init__(self, results: EvaluatedResults):
+        self.results, self.index, self.score, self.det_id = results, [], [], []
+        self.counts = np.zeros(results.n_images, np.int64)  # rows read per image
+
+    def rows(self, frame: pl.DataFrame) -> np.ndarray:
+        """The rows of a batch that may be evaluated (of a category known on their image, of area in (0, inf)); of
+        every row, its image, score and id are kept for the cap."""
+        r = self.results
+        index = _indices(r.keys, r.slots, column_array(frame, "image_id"))
+        self.index.append(index)
+        self.counts += np.bincount(index[index >= 0], minlength=r.n_images)
+        self.score.append(column_array(frame, "score", np.float64))
+        self.det_id.append(column_array(frame, "det_id"))
+        area = column_array(frame, "area", np.float64)
+        known = _pairs_probe(index, category_index(r.categories, column_array(frame, "category_id")),
+                             r.categories.shape[0], r.dense, *r.pairs)
+        return np.flatnonzero(known & (area > 0) & (area < np.inf))
+
+    def kept(self, held: np.ndarray) -> np.ndarray:
+        """Whether each ``held`` row (its place in the order read, ascending) is among its image's ``max_dets``
+        best of all the rows read (:func:`_cap`)."""
+        if not held.shape[0] or self.counts.max(initial=0) <= self.results.max_dets:  # no image past the cap
+            return np.ones(held.shape[0], np.bool_)
+        capped = _cap(np.concatenate(self.index), self.results.n_images, np.concatenate(self.score),
+                      np.concatenate(self.det_id), self.results.max_dets)
+        self.index, self.score, self.det_id = [], [], []
+        return capped[held]
+
+
+def _evaluated_gt(gt: pl.DataFrame, categories: np.ndarray) -> tuple:
+    """``(image_id, category index, rows)``: the ground truths' images and categories and the rows lvis-api evaluates
+    (``get_ann_ids``: an evaluated category and area in (0, inf))."""
+    gt_cat = category_index(categories, column_array(gt, "category_id"))
+    gt_image, gt_area = column_array(gt, "image_id"), column_array(gt, "area", np.float64)
+    return gt_image, gt_cat, np.flatnonzero((gt_cat >= 0) & (gt_area > 0) & (gt_area < np.inf))
+
+
+def _known_pairs(gt_image, gt_cat, negative: pl.DataFrame, categories: np.ndarray) -> tuple:
+    """``(image_id, category index)`` of the pairs where a category is known on an image: its evaluated ground
+    truths' and its ``neg_category_ids``' (``negative``: ``(image_id, category_id)`` pairs)."""
+    negative_image, negative_cat = _labelled(negative, categories)
+    return np.concatenate([gt_image, negative_image]), np.concatenate([gt_cat, negative_cat])
 
 
 def _labelled(pairs: pl.DataFrame, categories: np.ndarray) -> tuple:
@@ -191,12 +257,19 @@ def _distinct(values):
 
 
 @numba.njit(cache=True, nogil=True)
-def _pairs_known(index, n_images, cat, keys, slots, set_image, set_cat, n_cat):
-    """Whether each row's (image, category) is one of the set's pairs; rows' images as :func:`_distinct`'s
-    ``index`` (``n_images`` of them) of its table ``keys, slots``, categories as indices (−1: none). The set is a
-    flag per (image, category) where there are at most 64 of them per row (a table of a shard's images by the
-    categories: one load per row), else a hash table of its pairs."""
-    dense = n_images * n_cat <= 64 * index.shape[0] + 65536
+def _indices(keys, slots, values):
+    """Each value's index in a table of :func:`_distinct` (−1 if not there)."""
+    index = np.empty(values.shape[0], np.int64)
+    for i in range(values.shape[0]):
+        index[i] = slots[_slot(keys, slots, values[i])]
+    return index
+
+
+@numba.njit(cache=True, nogil=True)
+def _pair_set(keys, slots, n_images, set_image, set_cat, n_cat, dense):
+    """``(flags, pair_keys, pair_slots)``: the ``(set_image, set_cat)`` pairs whose image is in the table ``keys,
+    slots`` (:func:`_distinct`'s, ``n_images`` of them; categories as indices, −1: none) as a flag per (image,
+    category) where ``dense``, else as a hash table of ``image * n_cat + category``."""
     flags = np.zeros(n_images * n_cat if dense else 0, np.bool_)
     pair_keys, pair_slots = _table(0 if dense else set_image.shape[0])
     for j in range(set_image.shape[0]):
@@ -208,12 +281,54 @@ def _pairs_known(index, n_images, cat, keys, slots, set_image, set_cat, n_cat):
             else:
                 at = _slot(pair_keys, pair_slots, key)
                 pair_keys[at], pair_slots[at] = key, 0
+    return flags, pair_keys, pair_slots
+
+
+@numba.njit(cache=True, nogil=True)
+def _pairs_probe(index, cat, n_cat, dense, flags, pair_keys, pair_slots):
+    """Whether each row's (image ``index``, category index ``cat``; −1: none) is a pair of :func:`_pair_set`'s."""
     known = np.zeros(index.shape[0], np.bool_)
     for i in range(index.shape[0]):
-        if cat[i] >= 0:
+        if cat[i] >= 0 and index[i] >= 0:
             key = index[i] * n_cat + cat[i]
             known[i] = flags[key] if dense else pair_slots[_slot(pair_keys, pair_slots, key)] >= 0
     return known
+
+
+@numba.njit(cache=True, nogil=True)
+def _pairs_known(index, n_images, cat, keys, slots, set_image, set_cat, n_cat):
+    """Whether each row's (image, category) is one of the set's pairs; rows' images as :func:`_distinct`'s
+    ``index`` (``n_images`` of them) of its table ``keys, slots``, categories as indices (−1: none). The set is a
+    flag per (image, category) where there are at most 64 of them per row (a table of a shard's images by the
+    categories: one load per row), else a hash table of its pairs."""
+    dense = n_images * n_cat <= 64 * index.shape[0] + 65536
+    return _pairs_probe(index, cat, n_cat, dense, *_pair_set(keys, slots, n_images, set_image, set_cat, n_cat, dense))
+
+
+@numba.njit(cache=True, nogil=True)
+def _cap(index, n_images, score, det_id, max_dets):
+    """Whether each row is among its image's ``max_dets`` best (``LVISResults.limit_dets_per_image``:
+    ``sorted(key=score, reverse=True)``, stable, so file order, ``det_id``, breaks ties; counted over every
+    detection); images as :func:`_distinct`'s ``index`` (``n_images`` of them; −1: an image of its own)."""
+    n = index.shape[0]
+    starts = np.zeros(n_images + 1, np.int64)
+    for i in index:
+        if i >= 0:
+            starts[i + 1] += 1
+    capped = np.ones(n, np.bool_)
+    if n_images and starts.max() > max_dets:  # the crowded images' rows, grouped by image (a counting sort)
+        for k in range(n_images):
+            starts[k + 1] += starts[k]
+        fill, rows, buffer = starts[:-1].copy(), np.empty(starts[-1], np.int64), np.empty(starts[-1], np.int64)
+        for i in range(n):
+            if index[i] >= 0:
+                rows[fill[index[i]]] = i
+                fill[index[i]] += 1
+        for k in range(n_images):
+            if starts[k + 1] - starts[k] > max_dets:
+                sort_rows(rows[starts[k]:starts[k + 1]], buffer, score, det_id, det_id, True)
+                capped[rows[starts[k] + max_dets:starts[k + 1]]] = False
+    return capped
 
 
 @numba.njit(cache=True, nogil=True)
@@ -232,21 +347,7 @@ def _federated_kept(image, cat, score, det_id, area, known_image, known_cat, n_c
     of a category known on the image (one of the ``known`` pairs: kept ground truths' and negative ones)."""
     n = image.shape[0]
     index, n_images, keys, slots = _distinct(image)
-    starts = np.zeros(n_images + 1, np.int64)
-    for i in index:
-        starts[i + 1] += 1
-    capped = np.ones(n, np.bool_)
-    if n_images and starts.max() > max_dets:  # the crowded images' rows, grouped by image (a counting sort)
-        for k in range(n_images):
-            starts[k + 1] += starts[k]
-        fill, rows, buffer = starts[:-1].copy(), np.empty(n, np.int64), np.empty(n, np.int64)
-        for i in range(n):
-            rows[fill[index[i]]] = i
-            fill[index[i]] += 1
-        for k in range(n_images):
-            if starts[k + 1] - starts[k] > max_dets:
-                sort_rows(rows[starts[k]:starts[k + 1]], buffer, score, det_id, det_id, True)
-                capped[rows[starts[k] + max_dets:starts[k + 1]]] = False
+    capped = _cap(index, n_images, score, det_id, max_dets)
     known = _pairs_known(index, n_images, cat, keys, slots, known_image, known_cat, n_cat)
     kept = np.empty(n, np.int64)
     m = 0

@@ -97,6 +97,12 @@ class StoreLayout(Shown):
         """A sharded table of the store (a run's detections, a match table's side), lazily."""
         return scan_shards(folder)
 
+    def shard_pieces(self, folder) -> list:
+        """A sharded table a shard at a time: one lazy frame per shard of the store, in shard order, each that shard's
+        rows of :meth:`scan_sharded` (the same columns; a filter on the hive column ``shard``: one file read)."""
+        table = self.scan_sharded(folder)
+        return [table.filter(pl.col("shard") == k) for k in range(self.n_shards)]
+
     def read_file(self, path, columns=None, exclude=()) -> pl.DataFrame:
         """One table file (:func:`read_stored`)."""
         return read_stored(path, self.root, columns, exclude)

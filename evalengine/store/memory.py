@@ -37,34 +37,48 @@ class MemoryShards:
     """:class:`~evalengine.store.shards.ShardWriter`'s twin: each shard's rows, in the order they come, as one frame in
     ``files`` under the name of the file the writer would write.
 
-    The frames written are held as they come (Arrow, the store's types) with their rows' shards; :meth:`close` moves
-    every column once into one shard-ordered array (a stable counting scatter: each shard keeps the input's order),
-    column by column so that the input is freed as it goes, and each shard's frame is a slice of it (no copy)."""
+    The frames written are held as they come (Arrow, the store's types; only the rows ``select.rows`` picks, see
+    :func:`memory_store`) with their rows' shards; :meth:`close` decides once which held rows are kept
+    (``select.kept``; all without a selection) and their places in shard order (a stable counting sort: each shard
+    keeps the input's order), then moves every column once into one shard-ordered array, column by column so that
+    the input is freed as it goes; each shard's frame is a slice of it (no copy)."""
 
-    def __init__(self, folder, n_shards: int, table_schema: dict, files: dict):
-        self.folder, self.n_shards, self.files = folder, n_shards, files
+    def __init__(self, folder, n_shards: int, table_schema: dict, files: dict, select=None):
+        self.folder, self.n_shards, self.files, self.select = folder, n_shards, files, select
         self.arrow_schema = pl.DataFrame(schema=table_schema).to_arrow().schema
-        self.tables, self.shards = [], []
+        self.tables, self.shards, self.held = [], [], []
         self.rows = 0
 
     def write(self, frame: pl.DataFrame) -> None:
+        rows = frame.height
+        if rows and self.select is not None:
+            picked = self.select.rows(frame)
+            self.held.append(picked + self.rows)  # their places in the order read
+            frame = frame[picked] if picked.shape[0] < rows else frame
         if frame.height:
             self.tables.append(frame.to_arrow().cast(self.arrow_schema))
             self.shards.append(shard_of(frame.get_column("image_id").to_numpy(), self.n_shards))
-        self.rows += frame.height
+        self.rows += rows
 
     def __enter__(self) -> "MemoryShards":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.tables, self.shards = [], []  # nothing is kept of a failed write
+        self.tables, self.shards, self.held = [], [], []  # nothing is kept of a failed write
 
     def close(self) -> int:
-        order, starts = counting_order(np.concatenate(self.shards) if self.shards else np.zeros(0, np.int32),
-                                       self.n_shards)
+        """Shard what was written (see the class); the number of rows written, kept or not."""
+        shards = np.concatenate(self.shards) if self.shards else np.zeros(0, np.int32)
         self.shards = []
-        places = np.empty_like(order)
-        places[order] = np.arange(order.shape[0])  # each row's place in shard order
+        kept = None
+        if self.select is not None:
+            kept = np.flatnonzero(self.select.kept(np.concatenate(self.held) if self.held else np.zeros(0, np.int64)))
+            self.held = []
+        order, starts = counting_order(shards if kept is None else shards[kept], self.n_shards)
+        if kept is not None:
+            order = kept[order]
+        places = np.full(shards.shape[0], -1, np.int64)
+        places[order] = np.arange(order.shape[0])  # each row's place in shard order (-1: not kept)
         columns = []
         for name in self.arrow_schema.names:
             chunks = [table.column(name) for table in self.tables]
@@ -80,18 +94,47 @@ class MemoryShards:
 @numba.njit(cache=True, nogil=True)
 def _scatter(out, values, places):
     for i in range(values.shape[0]):
-        out[places[i]] = values[i]
+        if places[i] >= 0:
+            out[places[i]] = values[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter_bytes(out, out_offsets, data, offsets, places):
+    """Each row's bytes (``data[offsets[i]:offsets[i + 1]]``) to its place's span of ``out``."""
+    for i in range(places.shape[0]):
+        if places[i] >= 0:
+            at, start = out_offsets[places[i]], offsets[i]
+            out[at:at + offsets[i + 1] - start] = data[start:offsets[i + 1]]
+
+
+def _strings_in_shard_order(chunks: list, order: np.ndarray, places: np.ndarray, arrow_type) -> pa.Array:
+    """:func:`_in_shard_order` of large strings without nulls (masks' RLE strings): their bytes moved once, chunk by
+    chunk, into the output's buffer (Arrow's take and the concatenation of its chunks copy them twice)."""
+    offsets = [np.frombuffer(chunk.buffers()[1], np.int64, len(chunk) + 1, 8 * chunk.offset) for chunk in chunks]
+    lengths = np.concatenate([np.diff(o) for o in offsets] or [np.zeros(0, np.int64)])
+    out_offsets = np.zeros(order.shape[0] + 1, np.int64)
+    np.cumsum(lengths[order], out=out_offsets[1:])
+    out = np.empty(out_offsets[-1], np.uint8)
+    row = 0
+    for chunk, chunk_offsets in zip(chunks, offsets):
+        data = chunk.buffers()[2]
+        _scatter_bytes(out, out_offsets, np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8),
+                       chunk_offsets, places[row:row + len(chunk)])
+        row += len(chunk)
+    return pa.Array.from_buffers(arrow_type, order.shape[0], [None, pa.py_buffer(out_offsets), pa.py_buffer(out)])
 
 
 def _in_shard_order(chunks: list, order: np.ndarray, places: np.ndarray, arrow_type) -> pa.Array:
-    """One column's chunks (in input order) in shard ``order`` (``places``: its inverse, each row's place): numbers
-    and flags without nulls scattered chunk by chunk through NumPy, the others (masks, lists, nulls) by Arrow's
-    take."""
+    """One column's chunks (in input order) as the rows ``order`` (``places``: each row's place in it, -1 if not
+    there): numbers and flags without nulls scattered chunk by chunk through NumPy, strings without nulls byte by
+    byte, the others (lists, nulls) by Arrow's take."""
     chunks = [chunk for column in chunks for chunk in column.chunks]
     plain = (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_boolean(arrow_type))
-    if not plain or any(chunk.null_count for chunk in chunks):
+    if any(chunk.null_count for chunk in chunks) or not (plain or pa.types.is_large_string(arrow_type)):
         return pa.chunked_array(chunks, arrow_type).take(arrow_array(order)).combine_chunks()
-    out = np.empty(places.shape[0], arrow_type.to_pandas_dtype())
+    if not plain:
+        return _strings_in_shard_order(chunks, order, places, arrow_type)
+    out = np.empty(order.shape[0], arrow_type.to_pandas_dtype())
     offset = 0
     for chunk in chunks:
         _scatter(out, numpy_view(chunk), places[offset:offset + len(chunk)])
@@ -131,21 +174,25 @@ class MemoryLayout(StoreLayout):
     def scan_sharded(self, folder) -> pl.LazyFrame:
         """The shards of ``folder`` as :func:`~evalengine.store.shards.scan_shards` reads them: their rows in shard
         order, then the folder's ``key=value`` levels (strings) and ``shard``; a folder on disk (a table matched in
-        :meth:`stored`) is read from there."""
+        :meth:`stored`) is read from there. A filter on ``shard`` reads only that shard's frame (its ``shard`` is a
+        literal, which Polars folds)."""
         if not str(folder).startswith(f"{ROOT}/"):
             return scan_shards(folder)
+        pieces = self.shard_pieces(folder)
+        return pl.concat(pieces) if pieces else pl.LazyFrame()
+
+    def shard_pieces(self, folder) -> list:
+        """:meth:`StoreLayout.shard_pieces`: the frames held of each shard of ``folder`` (no copy), in shard order,
+        with the columns :meth:`scan_sharded` adds."""
+        if not str(folder).startswith(f"{ROOT}/"):
+            return super().shard_pieces(folder)
         prefix = f"{folder}/shard="
         shards = sorted((int(name[len(prefix):].split("/", 1)[0]), frame) for name, frame in self.files.items()
                         if name.startswith(prefix))
         levels = {level.split("=", 1)[0]: level.split("=", 1)[1] for level in PurePosixPath(str(folder)).parts
                   if "=" in level}
-        frames = [frame.lazy().with_columns(*[pl.lit(value, pl.String).alias(key) for key, value in levels.items()],
-                                            pl.lit(k, pl.Int64).alias("shard")) for k, frame in shards]
-        if not frames:
-            return pl.LazyFrame()
-        table = pl.concat(frames)
-        table.shard_frames = tuple(frames)  # read a shard at a time without filtering the whole (store.spill)
-        return table
+        return [frame.lazy().with_columns(*[pl.lit(value, pl.String).alias(key) for key, value in levels.items()],
+                                          pl.lit(k, pl.Int64).alias("shard")) for k, frame in shards]
 
     def recorded(self, folder) -> dict | None:
         """The ``protocol.json`` of a match table kept here, None if none is."""
@@ -187,10 +234,13 @@ def _write_out(layout: MemoryLayout, target) -> StoreLayout:
 
 
 def memory_store(images, categories, gt, runs: dict, n_shards: int, provenance=None, progress=None,
-                 tags: dict | None = None) -> MemoryLayout:
+                 tags: dict | None = None, select=None) -> MemoryLayout:
     """:func:`~evalengine.store.build.create_store`'s tables, kept in memory: the images with their shard, the
     categories, the runs table, the ground truth and each run's detections (an iterable of frames, sharded as they
-    come)."""
+    come). ``select()``, where given, makes a new selection of a run's rows, a protocol's filter applied before they
+    are sharded, so that the rows it drops are let go as they come and never moved: ``rows(frame)``, the rows of a
+    batch to hold (ascending), and ``kept(held)``, once the run is read, whether each held row (its place in the
+    order read) is kept. The runs table counts every row read."""
     files, paths = {}, StorePaths(ROOT)
     images = images.with_columns(pl.Series("shard", shard_of(images.get_column("image_id").to_numpy(), n_shards)))
     for name, frame in (("images", images), ("categories", categories)):
@@ -200,7 +250,8 @@ def memory_store(images, categories, gt, runs: dict, n_shards: int, provenance=N
         gt_shards.close()
     rows = [run_row(run, write_batches(paths.dt(run), batches, n_shards, schema.DT, progress,
                                        writer=lambda folder, n, table_schema: MemoryShards(folder, n, table_schema,
-                                                                                           files)),
+                                                                                           files,
+                                                                                           select and select())),
                     provenance, tags=check_tags((tags or {}).get(run, {}))) for run, batches in runs.items()]
     files[str(paths.table("runs"))] = pl.DataFrame(rows, schema=schema.RUNS)
     manifest = {"schema_version": schema.SCHEMA_VERSION, "n_shards": n_shards, "runs": sorted(runs),

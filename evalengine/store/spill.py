@@ -18,14 +18,12 @@ _OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
 def shard_pieces(table: pl.LazyFrame):
-    """``table`` a shard at a time, in table order: the frames it was made of where it is a store in memory's
-    sharded table as it was scanned (``shard_frames``: a tuple of zero-copy frames, one per shard, set by
-    :meth:`~evalengine.store.memory.MemoryLayout.scan_sharded`; filtering their concatenation per shard would pass
-    over every row once per shard), else its rows of each value of ``shard`` (a sharded table on disk,
-    :func:`~evalengine.store.shards.scan_shards`, or any table derived from a sharded one), else the whole table."""
-    frames = getattr(table, "shard_frames", None)
-    if frames is not None:
-        return frames
+    """``table`` a shard at a time, in table order: its rows of each value of ``shard`` (a sharded table,
+    :meth:`~evalengine.store.layout.StoreLayout.scan_sharded`, or any table derived from one), else the whole table.
+    Each piece reads one shard's rows: on disk a filter on the hive column reads one file, in memory a shard's
+    ``shard`` is a literal that Polars folds (what a derived table adds to the rows, e.g. a filter, is evaluated on
+    every shard's rows for each piece). A caller holding the layout and folder reads the pieces directly
+    (:meth:`~evalengine.store.layout.StoreLayout.shard_pieces`)."""
     if "shard" in table.collect_schema():
         shards = table.select(pl.col("shard").unique(maintain_order=True)).collect().get_column("shard")
         return (table.filter(pl.col("shard") == k) for k in shards)
