@@ -33,7 +33,7 @@ from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segme
 from evalengine.io.json_numbers import MANTISSA_DIGITS, number, whole_integer
 from evalengine.io.json_values import (END, FAIL, FALSE, MORE, NEXT, NULL, TRUE, correctly_rounded, gather,
                                        literal, member, next_element, numbers_at, scratch, skip_value,
-                                       space, string_end, unmanaged, usual_key)
+                                       space, string_end, unmanaged, usual_key, work_arrays)
 from evalengine.io.masks import PARSED_SEGMENTATION, SEGMENTATION
 
 ANNOTATION = pl.Struct(
@@ -90,8 +90,7 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
     column, row) of the floats to convert), the segmentations read into ``masks``, ``store`` and ``used``
     (:func:`evalengine.io.json_segmentation.outputs`, whose row count bounds the annotations read). ``status``
     :data:`LIMIT` (``position``: after the ','), :data:`END` (at the list's ']') or :data:`FAIL`. Keys ``kinds[k]`` /
-    ``slots[k]`` say how and where the value of key ``k`` goes; the box is float columns 0–3. ``work``:
-    :func:`~evalengine.io.json_values.scratch`; the arrays the caller keeps are used :func:`unmanaged`."""
+    ``slots[k]`` say how and where the value of key ``k`` goes; the box is float columns 0–3; ``work``: scratch()."""
     n = buf.shape[0]
     capacity = masks[0].shape[0]
     # (a row's flags are set as its keys are read: none given until then; an object given up on is not returned)
@@ -99,12 +98,9 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
     floats, float_given = np.empty((n_float, capacity), np.float64), np.zeros((n_float, capacity), np.bool_)
     bools, bool_given = np.empty((n_bool, capacity), np.bool_), np.zeros((n_bool, capacity), np.bool_)
     texts, inexact = np.full((n_text, capacity, 2), -1, np.int64), np.empty((capacity, 4), np.int64)  # (never grown)
-    buf, key_bytes, key_starts, kinds, slots = (unmanaged(buf), unmanaged(key_bytes), unmanaged(key_starts),
-                                                unmanaged(kinds), unmanaged(slots))
-    other_starts, other_ends, found, spans = unmanaged(work[0]), unmanaged(work[1]), unmanaged(work[2]), unmanaged(
-        work[3])
-    n_inexact, row = 0, 0
-    n_keys = key_starts.shape[0] - 1
+    buf, key_bytes, key_starts = unmanaged(buf), unmanaged(key_bytes), unmanaged(key_starts)  # (json_values.unmanaged)
+    other_starts, other_ends, found, spans = work_arrays(work)
+    n_inexact, row, n_keys = 0, 0, key_starts.shape[0] - 1
     follows = np.full(n_keys + 2, -1, np.int64)  # the key seen after each key (after '{': n_keys; another: +1)
     while True:
         status = FAIL  # until the step after this object says otherwise

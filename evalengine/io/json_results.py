@@ -30,7 +30,7 @@ from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segme
 from evalengine.io.json_numbers import MANTISSA_DIGITS, number
 from evalengine.io.json_values import (END, FAIL, FALSE, MORE, NEXT, NULL, TRUE, correctly_rounded, member,
                                        next_element, numbers_at, runs_out, skip_value, scratch, space,
-                                       unmanaged, usual_key)
+                                       unmanaged, usual_key, work_arrays)
 
 SHAPES = 4  # what a parse ended on, beside :mod:`evalengine.io.json_values`' LIMIT, END, MORE, FAIL: keypoints
 MIN_OBJECT_BYTES = 57  # {"image_id":1,"category_id":1,"bbox":[1,1,1,1],"score":1}: every key is required
@@ -55,8 +55,7 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
     :func:`~evalengine.io.json_values.scratch`; the arrays the caller keeps are used :func:`unmanaged`."""
     buf, key_bytes, key_starts = unmanaged(buf), unmanaged(key_bytes), unmanaged(key_starts)
     true_, false_, null_ = unmanaged(true_), unmanaged(false_), unmanaged(null_)
-    other_starts, other_ends, found, spans = unmanaged(work[0]), unmanaged(work[1]), unmanaged(work[2]), unmanaged(
-        work[3])
+    other_starts, other_ends, found, spans = work_arrays(work)
     n = buf.shape[0]
     capacity = rows[0].shape[0]
     ids = np.empty((2, capacity), np.int64)

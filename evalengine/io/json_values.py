@@ -35,6 +35,12 @@ def scratch() -> tuple:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def work_arrays(work):
+    """:func:`scratch`'s arrays in a kernel, :func:`unmanaged`."""
+    return unmanaged(work[0]), unmanaged(work[1]), unmanaged(work[2]), unmanaged(work[3])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def space(buf, p, n):
     while p < n and (buf[p] == 32 or buf[p] == 10 or buf[p] == 13 or buf[p] == 9):
         p += 1

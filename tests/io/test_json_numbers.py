@@ -167,5 +167,5 @@ def test_eight_digit_runs(separator):
         if rng.random() < 0.4:
             text += rng.choice("eE") + rng.choice(["", "-", "+"]) + str(rng.randrange(0, 330))
         texts.append(("-" if rng.random() < 0.2 else "") + text)
-    texts += ["9" * k for k in range(1, 41)] + ["0." + "9" * k for k in range(1, 41)] + ["1" + "0" * k for k in range(40)]
+    texts += [text for k in range(1, 41) for text in ("9" * k, "0." + "9" * k, "1" + "0" * k)]
     _check(texts, separator)
