@@ -32,8 +32,8 @@ from evalengine.io.json_pieces import kept_pieces
 from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segmentation
 from evalengine.io.json_numbers import MANTISSA_DIGITS, number, whole_integer
 from evalengine.io.json_values import (END, FAIL, FALSE, MORE, NEXT, NULL, TRUE, correctly_rounded, gather,
-                                       literal, member, next_element, numbers_at, room, skip_value, space,
-                                       string_end, usual_key)
+                                       literal, member, next_element, numbers_at, scratch, skip_value,
+                                       space, string_end, unmanaged, usual_key, work_arrays)
 from evalengine.io.masks import PARSED_SEGMENTATION, SEGMENTATION
 
 ANNOTATION = pl.Struct(
@@ -78,31 +78,29 @@ def extra_annotation_fields(path: Path, span: tuple) -> dict:
 # how a key's value is read; the slot is its column among those of its kind
 _INT, _FLAG, _FLOAT, _BBOX, _BOOL, _STRING, _SEGMENTATION, _REFUSE = range(8)
 MIN_ANNOTATION_BYTES = 40  # {"id":1,"image_id":1,"category_id":1,"bbox":[1,1,1,1]}: smaller ones miss a field
-_MAX_OTHER_KEYS = 16
 _BBOX_KEY = 3  # the box's position among the keys (:data:`_KNOWN`): every annotation needs one
 
 
 @numba.njit(cache=True, nogil=True)
 def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int, n_float, n_bool, n_text, masks,
-                      store, used):
+                      store, used, work):
     """The annotation objects of a list from ``p`` until the list ends or a ',' ends at ``limit`` or after it:
     ``(status, position, rows, ints, int_given, floats, float_given, bools, bool_given, texts, inexact, store)``,
     column by column (``texts``: the (start, end) of a string's characters, -1 for none; ``inexact``: (start, end,
     column, row) of the floats to convert), the segmentations read into ``masks``, ``store`` and ``used``
     (:func:`evalengine.io.json_segmentation.outputs`, whose row count bounds the annotations read). ``status``
     :data:`LIMIT` (``position``: after the ','), :data:`END` (at the list's ']') or :data:`FAIL`. Keys ``kinds[k]`` /
-    ``slots[k]`` say how and where the value of key ``k`` goes; the box is float columns 0–3."""
+    ``slots[k]`` say how and where the value of key ``k`` goes; the box is float columns 0–3; ``work``: scratch()."""
     n = buf.shape[0]
     capacity = masks[0].shape[0]
     # (a row's flags are set as its keys are read: none given until then; an object given up on is not returned)
     ints, int_given = np.empty((n_int, capacity), np.int64), np.zeros((n_int, capacity), np.bool_)
     floats, float_given = np.empty((n_float, capacity), np.float64), np.zeros((n_float, capacity), np.bool_)
     bools, bool_given = np.empty((n_bool, capacity), np.bool_), np.zeros((n_bool, capacity), np.bool_)
-    texts, inexact = np.full((n_text, capacity, 2), -1, np.int64), np.empty((64, 4), np.int64)
-    other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
-    found, spans = np.empty(4, np.float64), np.empty((4, 2), np.int64)
-    n_inexact, row = 0, 0
-    n_keys = key_starts.shape[0] - 1
+    texts, inexact = np.full((n_text, capacity, 2), -1, np.int64), np.empty((capacity, 4), np.int64)  # (never grown)
+    buf, key_bytes, key_starts = unmanaged(buf), unmanaged(key_bytes), unmanaged(key_starts)  # (json_values.unmanaged)
+    other_starts, other_ends, found, spans = work_arrays(work)
+    n_inexact, row, n_keys = 0, 0, key_starts.shape[0] - 1
     follows = np.full(n_keys + 2, -1, np.int64)  # the key seen after each key (after '{': n_keys; another: +1)
     while True:
         status = FAIL  # until the step after this object says otherwise
@@ -154,7 +152,9 @@ def parse_annotations(buf, p, limit, key_bytes, key_starts, kinds, slots, n_int,
                 for j in range(count if p >= 0 else 0):
                     floats[slot + j, row], float_given[slot + j, row] = found[j], True
                     if spans[j, 0] >= 0:
-                        inexact = room(inexact, n_inexact)
+                        if n_inexact == capacity:  # more than one an annotation on average: the exact reader reads
+                            p = -1
+                            break
                         inexact[n_inexact, 0], inexact[n_inexact, 1] = spans[j, 0], spans[j, 1]
                         inexact[n_inexact, 2], inexact[n_inexact, 3] = slot + j, row
                         n_inexact += 1
@@ -230,7 +230,7 @@ class _Table:
         masks, store, used = outputs((min(limit, len(buf)) - p) // MIN_ANNOTATION_BYTES + 16)
         *parsed, store = parse_annotations(buf, p, limit, self.key_bytes, self.key_starts, self.kinds, self.slots,
                                            self.counts[_INT], self.counts[_FLOAT], self.counts[_BOOL],
-                                           self.counts[_STRING], masks, store, used)
+                                           self.counts[_STRING], masks, store, used, scratch())
         return (*parsed, (masks, store, used))
 
     def resolve(self, buf: np.ndarray, pieces: list) -> tuple | None:

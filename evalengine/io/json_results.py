@@ -29,11 +29,11 @@ from evalengine.io.json_pieces import kept_pieces
 from evalengine.io.json_segmentation import end_row, outputs, parsed, read_segmentation
 from evalengine.io.json_numbers import MANTISSA_DIGITS, number
 from evalengine.io.json_values import (END, FAIL, FALSE, MORE, NEXT, NULL, TRUE, correctly_rounded, member,
-                                       next_element, numbers_at, room, runs_out, skip_value, space, usual_key)
+                                       next_element, numbers_at, runs_out, skip_value, scratch, space,
+                                       unmanaged, usual_key, work_arrays)
 
 SHAPES = 4  # what a parse ended on, beside :mod:`evalengine.io.json_values`' LIMIT, END, MORE, FAIL: keypoints
 MIN_OBJECT_BYTES = 57  # {"image_id":1,"category_id":1,"bbox":[1,1,1,1],"score":1}: every key is required
-_MAX_OTHER_KEYS = 16
 _IMAGE_ID, _CATEGORY_ID, _BBOX, _SCORE, _SEGMENTATION, _KEYPOINTS = 0, 1, 2, 3, 4, 5
 _ALL_REQUIRED = 0b1111
 _START, _OTHER = 6, 7  # the slots of :data:`_KEYS`' follows-table for an object's start and another key
@@ -43,22 +43,25 @@ _KEY_STARTS = np.cumsum([0] + [len(k) for k in _KEYS]).astype(np.int64)
 
 
 @numba.njit(cache=True, nogil=True)
-def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_, false_, null_, rows, store, used):
+def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_, false_, null_, rows, store, used,
+                  work):
     """The result objects of a list from ``p`` (at an object, or whitespace before it) until the list ends or a ','
     ends at ``limit`` or after it: ``(status, position, object start, ids (n, 2), values (n, 5: x, y, w, h, score),
     inexact (k, 3: start, end, n * column + row), capacity, store)``; segmentations are read into ``rows``, ``store``
     and ``used`` (:func:`evalengine.io.json_segmentation.read_segmentation`, the outputs of
     :func:`~evalengine.io.json_segmentation.outputs` for at least ``capacity`` rows) unless skipped. ``status`` :data:`LIMIT` (``position``: after the ','),
     :data:`END` (at the list's ']'), :data:`MORE` (the buffer ends inside an object, which starts at ``position``),
-    :data:`FAIL` or :data:`SHAPES` (at the object starting at ``object start``)."""
+    :data:`FAIL` or :data:`SHAPES` (at the object starting at ``object start``). ``work``:
+    :func:`~evalengine.io.json_values.scratch`; the arrays the caller keeps are used :func:`unmanaged`."""
+    buf, key_bytes, key_starts = unmanaged(buf), unmanaged(key_bytes), unmanaged(key_starts)
+    true_, false_, null_ = unmanaged(true_), unmanaged(false_), unmanaged(null_)
+    other_starts, other_ends, found, spans = work_arrays(work)
     n = buf.shape[0]
     capacity = rows[0].shape[0]
     ids = np.empty((2, capacity), np.int64)
     values = np.empty((5, capacity), np.float64)
-    inexact = np.empty((64, 3), np.int64)
+    inexact = np.empty((capacity, 3), np.int64)  # (never grown: a reassigned array is counted at every object)
     n_inexact, row = 0, 0
-    other_starts, other_ends = np.empty(_MAX_OTHER_KEYS, np.int64), np.empty(_MAX_OTHER_KEYS, np.int64)
-    found, spans = np.empty(4, np.float64), np.empty((4, 2), np.int64)
     follows = np.full(_OTHER + 1, -1, np.int64)  # the key seen after each key (and after '{') in the last object
     status = FAIL
     while True:
@@ -94,17 +97,19 @@ def parse_results(buf, p, limit, skip_segmentation, key_bytes, key_starts, true_
             elif k == _SCORE or k == _BBOX:
                 count = 1 if k == _SCORE else 4
                 p = numbers_at(buf, p, n, count, found, spans)
-                if p < 0:
-                    broken = True
-                    break
-                for j in range(count):
+                for j in range(count if p >= 0 else 0):
                     column = 4 if k == _SCORE else j
                     values[column, row] = found[j]
                     if spans[j, 0] >= 0:
-                        inexact = room(inexact, n_inexact)
+                        if n_inexact == capacity:  # more than one a result on average: the exact reader reads on
+                            p = -1
+                            break
                         inexact[n_inexact, 0], inexact[n_inexact, 1] = spans[j, 0], spans[j, 1]
                         inexact[n_inexact, 2] = column * capacity + row
                         n_inexact += 1
+                if p < 0:
+                    broken = True
+                    break
             elif k == _SEGMENTATION and skip_segmentation or k < 0:
                 p = skip_value(buf, p, n, true_, false_, null_)
                 if p < 0:
@@ -152,7 +157,7 @@ def parse(buf: np.ndarray, at: int, limit: int, masks: bool) -> tuple:
     with ``masks``, the segmentations as :func:`evalengine.io.json_segmentation.parsed_columns`."""
     rows, store, used = outputs((buf.shape[0] - at) // MIN_OBJECT_BYTES + 1)
     status, position, start, ids, values, inexact, capacity, store = parse_results(
-        buf, at, limit, not masks, _KEY_BYTES, _KEY_STARTS, TRUE, FALSE, NULL, rows, store, used)
+        buf, at, limit, not masks, _KEY_BYTES, _KEY_STARTS, TRUE, FALSE, NULL, rows, store, used, scratch())
     n = values.shape[1]
     inexact = inexact[inexact[:, 2] % capacity < n]  # not those of an object given up on
     if len(inexact):

@@ -22,7 +22,7 @@ from evalengine.errors import InputError
 from evalengine.io import json_ground_truth
 from evalengine.io.coco import read_coco_gt
 from evalengine.io.rle import encode_strings
-from tests.io.test_json_results import _number
+from tests.io.test_json_results import _number, near_halfway
 
 _H, _W = 6, 5  # every image's size (an RLE's counts sum to its area)
 
@@ -246,3 +246,20 @@ def test_an_annotation_list_of_none_and_lists_in_any_order(tmp_path):
     assert json_ground_truth.annotation_columns(path) is not None
     _same_reading(path)
     assert read_coco_gt(path).gt.height == 0
+
+
+def test_more_inexact_numbers_than_annotations_are_read_by_the_exact_reader(tmp_path):
+    """Every box, area and extra a number the kernel cannot round: more of them than it keeps room for (one per 40
+    bytes of the list), so the exact reader reads the file; the same tables."""
+    rng = random.Random(6)
+    numbers = [[near_halfway(rng) for _ in range(8)] for _ in range(300)]
+    annotations = [f'{{"id":{k},"image_id":1,"category_id":1,"bbox":[{",".join(v[:4])}],"area":{v[4]},"a":{v[5]},'
+                   f'"b":{v[6]},"c":{v[7]}}}' for k, v in enumerate(numbers, 1)]
+    path = tmp_path / "gt.json"
+    path.write_text('{"images": [{"id": 1, "width": 5, "height": 6}], "categories": [{"id": 1, "name": "a"}], '
+                    f'"annotations": [{",".join(annotations)}]}}')
+    assert json_ground_truth.annotation_columns(path) is None
+    _same_reading(path)
+    gt = read_coco_gt(path).gt
+    assert gt.get_column("area").to_list() == [float(v[4]) for v in numbers]
+    assert gt.get_column("c").to_list() == [float(v[7]) for v in numbers]

@@ -45,9 +45,10 @@ def _parse(buf, starts, ends, values, exact, integer, whole):
             exact[i], integer[i], whole[i] = False, False, -1
 
 
-def _read(texts: list) -> tuple:
-    """``(values, exact, integer, whole)`` of the texts, the inexact values by the kernels' fallback."""
-    data = "".join(t + " " for t in texts).encode()
+def _read(texts: list, separator: str = " ") -> tuple:
+    """``(values, exact, integer, whole)`` of the texts (each followed by the one-byte ``separator``), the inexact
+    values by the kernels' fallback."""
+    data = "".join(t + separator for t in texts).encode()
     ends = np.cumsum([len(t) + 1 for t in texts]) - 1
     starts = ends - [len(t) for t in texts]
     m = len(texts)
@@ -71,9 +72,9 @@ def _significant_digits(text: str) -> int:
     return len(mantissa.rstrip("0")) if mantissa else 0
 
 
-def _check(texts: list) -> int:
+def _check(texts: list, separator: str = " ") -> int:
     """Assert every text reads as Python's json reads it; the count read without fallback."""
-    values, exact, integer, whole = _read(texts)
+    values, exact, integer, whole = _read(texts, separator)
     bits = values.view(np.uint64)
     for i, text in enumerate(texts):
         expected = json.loads(text)
@@ -148,3 +149,23 @@ def test_halfway_points():
             for point in (middle, middle + step, middle - step):
                 texts.append(format(point, "e") if abs(point.adjusted()) > 20 else format(point, "f"))
     _check(texts)
+
+
+@pytest.mark.parametrize("separator", [" ", ",", "]", "/", ":"])
+def test_eight_digit_runs(separator):
+    """Digits read eight at a time (SWAR) and the rest one by one: integer parts and fractions of every length from 1
+    to 40 (17+ digit mantissas, long fractions, leading zeros), with and without exponents, each followed by a byte
+    that ends a number ('/' and ':' are the bytes beside '0' and '9')."""
+    rng = random.Random(13 + ord(separator))
+    texts = []
+    for _ in range(40_000):
+        whole = str(rng.randrange(1, 10 ** rng.randrange(1, 41)))
+        fraction = "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 41)))
+        text = whole + ("." + fraction if fraction else "")
+        if rng.random() < 0.3:
+            text = "0." + "0" * rng.randrange(0, 20) + whole
+        if rng.random() < 0.4:
+            text += rng.choice("eE") + rng.choice(["", "-", "+"]) + str(rng.randrange(0, 330))
+        texts.append(("-" if rng.random() < 0.2 else "") + text)
+    texts += [text for k in range(1, 41) for text in ("9" * k, "0." + "9" * k, "1" + "0" * k)]
+    _check(texts, separator)

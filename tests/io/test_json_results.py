@@ -12,6 +12,7 @@ starts).
 import json
 import random
 import warnings
+from decimal import Decimal
 
 import numpy as np
 import polars as pl
@@ -220,3 +221,28 @@ def test_inexact_numbers_are_rounded_as_pythons_float():
     texts += ["2.2250738585072011e-308", "4.9406564584124654e-324", "9007199254740993", "1.00000000000000011102230246251565404236316680908203125"]
     converted = pc.cast(pa.array(texts), pa.float64()).to_numpy()
     assert converted.tolist() == [float(t) for t in texts]
+
+
+def near_halfway(rng: random.Random) -> str:
+    """25 significant digits of the midpoint between a double in [1, 2) and the next one: beyond 19 digits and within
+    1e-24 of a halfway point, so the kernel cannot round it (Arrow's parser does)."""
+    x = 1 + rng.getrandbits(52) / 2**52
+    return f"{Decimal(x) + Decimal(2) ** -53:.24f}"
+
+
+def test_more_inexact_numbers_than_results_are_read_by_the_exact_reader(tmp_path):
+    """A file whose every number needs Arrow's parser holds more of them than the kernel keeps room for (one a result
+    on average): the kernel gives up there and the exact reader reads the file, as Python's json does."""
+    rng = random.Random(5)
+    results = [{"image_id": rng.choice(IMAGES), "category_id": rng.choice(CATEGORIES),
+                "bbox": [near_halfway(rng) for _ in range(4)], "score": near_halfway(rng)} for _ in range(300)]
+    texts = [f'{{"image_id": {r["image_id"]}, "category_id": {r["category_id"]}, "bbox": [{", ".join(r["bbox"])}], '
+             f'"score": {r["score"]}}}' for r in results]
+    path = tmp_path / "dt.json"
+    path.write_text("[" + ", ".join(texts) + "]")
+    data = path.read_bytes()
+    assert json_results.parse(np.frombuffer(data, np.uint8), 1, len(data) + 1, False)[0] == json_results.FAIL
+    frame = pl.concat(list(iter_detections(path, DATASET, masks=False)))
+    _same(frame, _exact(path))
+    assert frame.get_column("score").to_list() == [float(r["score"]) for r in results]
+    assert frame.get_column("w").to_list() == [float(r["bbox"][2]) for r in results]
