@@ -29,7 +29,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 from evalengine.errors import EvalEngineError
 from evalengine.match.coco import CocoProtocol
-from evalengine.match.score_order import by_category, ranking_order
+from evalengine.match.score_order import ranking_by_category
 from evalengine.store.spill import spilled_batches
 
 _EPS = np.spacing(1)
@@ -38,9 +38,9 @@ _EPS = np.spacing(1)
 @numba.njit(cache=True, nogil=True)
 def order_by_category(cat_index, n_cat, score, image_id, rank):
     """Row order grouped by category, each group in pycocotools' order (−score, image id, rank; then row order): the
-    rows in that order (:func:`~evalengine.match.score_order.ranking_order`), grouped stably by category. (Any two
-    tie keys work: ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)"""
-    return by_category(ranking_order(score, image_id, rank), cat_index, n_cat)
+    rows in that order (:func:`~evalengine.match.score_order.ranking_by_category`). (Any two tie keys work:
+    ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)"""
+    return ranking_by_category(cat_index, n_cat, score, image_id, rank)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
