@@ -4,8 +4,8 @@
   categories are pooled) by descending score, as pycocotools ``evaluateImg``'s ``np.argsort(-score,
   kind='mergesort')`` over the group's list in file order, cut to ``maxDets[-1]``.
 - :func:`sort_rows`: a stable merge sort of row indices by (descending score, first key, second key) (a group's
-  detections); :func:`ranking_order`: the same order as radix passes (the accumulation's ranking by −score, image and
-  rank: :func:`evalengine.metrics.ap.order_by_category`).
+  detections); :func:`ranking_order`: the same order as radix passes; :func:`ranking_by_category`: that order per
+  category (the accumulation's ranking by −score, image and rank: :func:`evalengine.metrics.ap.order_by_category`).
 """
 
 import numba
@@ -121,21 +121,27 @@ def by_key(rows, key):
 
 
 @numba.njit(cache=True, nogil=True)
-def ranking_order(score, first, second):
-    """Row indices stably sorted by (descending score, NaN last, first key, second key): :func:`sort_rows`' order
-    without ``nan_first``, as least-significant-first radix passes (no comparisons to mispredict); the two tie keys in
-    one sort when their spans fit in 62 bits."""
-    rows = np.arange(score.shape[0])
+def _ranked(rows, score_key, first, second):
+    """``rows`` stably sorted by (``score_key``, first key, second key) as least-significant-first radix passes (no
+    comparisons to mispredict); the two tie keys in one sort when their spans over ``rows`` fit in 62 bits."""
     if rows.shape[0] == 0:
         return rows
-    first_low, second_low = first.min(), second.min()
-    first_span, second_span = first.max() - first_low, second.max() - second_low
+    first_rows, second_rows = first[rows], second[rows]
+    first_low, second_low = first_rows.min(), second_rows.min()
+    first_span, second_span = first_rows.max() - first_low, second_rows.max() - second_low
     if 0 <= first_span < 1 << 31 and 0 <= second_span < 1 << 31:
-        rows = by_key(rows, (first - first_low) * (second_span + 1) + (second - second_low))
+        rows = by_key(rows, (first_rows - first_low) * (second_span + 1) + (second_rows - second_low))
     else:
-        rows = by_key(rows, second)
+        rows = by_key(rows, second_rows)
         rows = by_key(rows, first[rows])
-    return by_key(rows, descending_key(score)[rows])
+    return by_key(rows, score_key[rows])
+
+
+@numba.njit(cache=True, nogil=True)
+def ranking_order(score, first, second):
+    """Row indices stably sorted by (descending score, NaN last, first key, second key): :func:`sort_rows`' order
+    without ``nan_first``."""
+    return _ranked(np.arange(score.shape[0]), descending_key(score), first, second)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -153,6 +159,18 @@ def by_category(rows, cat_index, n_cat):
         out[fill[cat_index[r]]] = r
         fill[cat_index[r]] += 1
     return out, starts
+
+
+@numba.njit(cache=True, nogil=True)
+def ranking_by_category(cat_index, n_cat, score, first, second):
+    """``(rows, starts)``: :func:`ranking_order` grouped stably by ``cat_index`` (0 … n_cat − 1), category ``k``'s at
+    ``starts[k]:starts[k + 1]``. Grouped first, then each group ranked on its own: a group's keys stay in the caches
+    (issue 17: 2–3× fewer CPU s than ranking every row, then grouping)."""
+    rows, starts = by_category(np.arange(score.shape[0]), cat_index, n_cat)
+    key = descending_key(score)
+    for k in range(n_cat):
+        rows[starts[k]:starts[k + 1]] = _ranked(rows[starts[k]:starts[k + 1]], key, first, second)
+    return rows, starts
 
 
 @numba.njit(cache=True, nogil=True)

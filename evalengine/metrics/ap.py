@@ -2,9 +2,13 @@
 
 Per category the evaluated detections are ordered by (−score, image id, rank in the image), which is
 the order pycocotools' stable mergesort gives over its image-by-image concatenation. A numba kernel
-walks that order once per (category, area range), for every detection cap and IoU threshold at once:
+walks that order once per category, for every area range, detection cap and IoU threshold at once (issue 17):
 
-- ``recall = tp / G`` and ``precision = tp / (tp + fp + eps)`` with ``eps = np.spacing(1)``;
+- caps above a category's largest count in an image cut nothing, so they share one set of counts;
+- per (area range, cap) it counts the rows not ignored at every threshold, and per threshold only the set bits
+  (true positives, partial ignores), so a row costs its outcomes, not areas × caps × thresholds;
+- ``recall = tp / G`` and ``precision = tp / (tp + fp + eps)`` with ``eps = np.spacing(1)``, the counts integral
+  floats as the reference's cumulative sums are;
 - pycocotools samples the right-to-left precision envelope with ``searchsorted(recall, R, 'left')``.
   Recall only rises at a true positive and precision only falls between two, so every sampled value
   is the envelope at a true positive (or, for ``R <= 0``, at the first rank): the kernel keeps just
@@ -21,10 +25,11 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import polars as pl
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from evalengine.errors import EvalEngineError
 from evalengine.match.coco import CocoProtocol
-from evalengine.match.score_order import by_category, ranking_order
+from evalengine.match.score_order import ranking_by_category
 from evalengine.store.spill import spilled_batches
 
 _EPS = np.spacing(1)
@@ -33,52 +38,122 @@ _EPS = np.spacing(1)
 @numba.njit(cache=True, nogil=True)
 def order_by_category(cat_index, n_cat, score, image_id, rank):
     """Row order grouped by category, each group in pycocotools' order (−score, image id, rank; then row order): the
-    rows in that order (:func:`~evalengine.match.score_order.ranking_order`), grouped stably by category. (Any two
-    tie keys work: ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)"""
-    return by_category(ranking_order(score, image_id, rank), cat_index, n_cat)
-
-
-@numba.njit(cache=True, nogil=True)
-def _grown(events):
-    """``events`` with its last axis doubled, the filled part kept."""
-    out = np.empty((*events.shape[:-1], 2 * events.shape[-1]))
-    out[..., :events.shape[-1]] = events
-    return out
+    rows in that order (:func:`~evalengine.match.score_order.ranking_by_category`). (Any two tie keys work:
+    ``image_id`` and ``rank`` are the first and second, e.g. a protocol's ``tie_order``.)"""
+    return ranking_by_category(cat_index, n_cat, score, image_id, rank)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _interpolated(n_gt, event_precision, event_score, n_ev, n_ranked, first_score, rec_thr, q, qs, want_curve):
+def _distinct_caps(max_dets, top_rank):
+    """``(caps, slot)``: the distinct caps a category's detections see, ascending, and each ``max_dets`` entry's place
+    among them. A cap above the category's highest rank in an image (``top_rank``) cuts nothing, so every such cap
+    gives the same counts: they are computed once."""
+    effective = np.minimum(max_dets, top_rank + 1)
+    caps = np.unique(effective)
+    return caps, np.searchsorted(caps, effective)
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_category(rows, rank, tp_bits, ignored_bits, scores, n_gt, caps, every_threshold, want_curve, tp, ignored,
+                    seen, n_ranked, first_score, event_precision, event_score):
+    """One category's ``rows`` in ranking order, every area range, cap (``caps``, ascending) and threshold in one walk;
+    the counters (zeros on entry) and events filled in place. Per (area range, cap) it counts the detections not
+    ignored at every threshold (``seen``) and, visiting only the set bits, per threshold those ignored (``ignored``)
+    and the true positives (``tp``), so ``tp + fp = seen − ignored``: the reference's integral float counts. At each
+    true positive its precision ``tp / (tp + fp + eps)`` (and its score). False when a (area range, cap, threshold) has
+    more true positives than the events hold (the id-0 quirk can match more than the ground-truth count): the caller
+    retries with room for more (a bound check here rather than a growing array, which would cost every event)."""
+    n_cap = caps.shape[0]
+    capacity = event_precision.shape[3]
+    for i in rows:
+        lo = 0  # the caps this rank is within: caps[lo:] (pycocotools cuts each image's list at its cap)
+        while lo < n_cap and caps[lo] <= rank[i]:
+            lo += 1
+        if lo == n_cap:
+            continue
+        for c in range(lo, n_cap):
+            if n_ranked[c] == 0:
+                first_score[c] = scores[i]
+            n_ranked[c] += 1
+        for a in range(n_gt.shape[0]):
+            ignored_i = ignored_bits[i, a]
+            if n_gt[a] == 0 or ignored_i == every_threshold:  # ignored at every threshold: not counted
+                continue
+            for c in range(lo, n_cap):
+                seen[a, c] += 1
+            some = ignored_i
+            while some:  # ignored at some thresholds only (matched to an ignored ground truth)
+                t = trailing_zeros(some)
+                for c in range(lo, n_cap):
+                    ignored[a, c, t] += 1
+                some &= some - np.uint64(1)
+            hits = tp_bits[i, a] & ~ignored_i
+            while hits:
+                t = trailing_zeros(hits)
+                for c in range(lo, n_cap):
+                    e = tp[a, c, t]
+                    if e == capacity:
+                        return False
+                    tp[a, c, t] = e + 1
+                    event_precision[a, c, t, e] = (e + 1.0) / ((seen[a, c] - ignored[a, c, t]) + _EPS)
+                    if want_curve:
+                        event_score[a, c, t, e] = scores[i]
+                hits &= hits - np.uint64(1)
+    return True
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _recall_steps(n_gt, rec_thr):
+    """Where pycocotools' ``searchsorted(tp / n_gt, R, 'left')`` lands for each recall threshold ``R``, as the true
+    positive it stops at: the least ``e`` with ``(e + 1) / n_gt >= R`` (the reference's float division), −1 for
+    ``R <= 0`` (the first rank, whatever it is). It depends on ``n_gt`` only: one per (category, area range)."""
+    steps = np.empty(rec_thr.shape[0], np.int64)
+    for r in range(rec_thr.shape[0]):
+        if rec_thr[r] <= 0.0:
+            steps[r] = -1
+            continue
+        e = max(0, int(np.ceil(rec_thr[r] * n_gt)) - 1)  # an estimate the two walks make exact
+        while e > 0 and e / n_gt >= rec_thr[r]:
+            e -= 1
+        while (e + 1.0) / n_gt < rec_thr[r]:
+            e += 1
+        steps[r] = e
+    return steps
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _interpolated(event_precision, event_score, n_ev, n_ranked, first_score, steps, q, qs, want_curve):
     """pycocotools' sampled precision envelope of one (category, area range, cap, threshold): ``q`` and ``qs`` (the
-    scores, with ``want_curve``) at every recall threshold; 0 from the first one beyond the last recall on (its
-    try/except). The ``e``-th true positive's recall is ``(e + 1) / n_gt``: the reference's ``tp / G`` exactly."""
+    scores, with ``want_curve``) at every recall threshold (its ``steps``); 0 from the first one beyond the last recall
+    on (its try/except). The envelope at a true positive is the largest precision of the true positives from it on:
+    precision only falls between two."""
     env = event_precision[:n_ev]
     for e in range(n_ev - 2, -1, -1):
         if env[e + 1] > env[e]:
             env[e] = env[e + 1]
     q[:] = 0.0
     qs[:] = 0.0
-    e = 0  # searchsorted(recall, R, 'left') as a walk: both increase
-    for r in range(rec_thr.shape[0]):
-        if n_ranked == 0:
-            break
-        if rec_thr[r] <= 0.0:  # searchsorted lands on the first rank
+    if n_ranked == 0:
+        return
+    for r in range(steps.shape[0]):
+        e = steps[r]
+        if e < 0:  # searchsorted lands on the first rank
             q[r] = env[0] if n_ev else 0.0
             qs[r] = first_score
-            continue
-        while e < n_ev and (e + 1.0) / n_gt < rec_thr[r]:
-            e += 1
-        if e >= n_ev:  # pycocotools' try/except stops at the first miss
+        elif e >= n_ev:  # pycocotools' try/except stops at the first miss
             break
-        q[r] = env[e]
-        if want_curve:
-            qs[r] = event_score[e]
+        else:
+            q[r] = env[e]
+            if want_curve:
+                qs[r] = event_score[e]
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _accumulate_kernel(order, starts, rank, tp_bits, ignored_bits, scores, n_regular_gt, max_dets, n_thr, rec_thr,
                        want_curve):
-    """Rows ``order[starts[k]:starts[k+1]]`` are category ``k``'s detections in ranking order: one pass over them
-    counts every area range, cap and threshold at once."""
+    """Rows ``order[starts[k]:starts[k+1]]`` are category ``k``'s detections in ranking order: one walk over them
+    (:func:`_count_category`) counts every area range, distinct cap and threshold; the envelope is then sampled per
+    (area range, cap, threshold) and copied to the caps that share it."""
     n_cat = starts.shape[0] - 1
     n_area = tp_bits.shape[1]
     n_md = max_dets.shape[0]
@@ -91,74 +166,50 @@ def _accumulate_kernel(order, starts, rank, tp_bits, ignored_bits, scores, n_reg
     score_at = np.full(curve_shape, -1.0)
     for k in numba.prange(n_cat):
         n_gt = n_regular_gt[k]
+        if n_gt.max() == 0:  # −1 everywhere
+            continue
+        rows = order[starts[k]:starts[k + 1]]
+        top_rank = -1
+        for i in rows:
+            top_rank = max(top_rank, rank[i])
+        caps, slot = _distinct_caps(max_dets, top_rank)
+        n_cap = caps.shape[0]
+        tp = np.zeros((n_area, n_cap, n_thr), np.int64)
+        ignored = np.zeros((n_area, n_cap, n_thr), np.int64)
+        seen = np.zeros((n_area, n_cap), np.int64)
+        n_ranked = np.zeros(n_cap, np.int64)
+        first_score = np.zeros(n_cap)
         capacity = max(1, n_gt.max())
-        tp = np.zeros((n_area, n_md, n_thr))
-        fp = np.zeros((n_area, n_md, n_thr))  # false positives at some thresholds only; at every one: fp_all
-        fp_all = np.zeros((n_area, n_md))
-        n_ranked = np.zeros(n_md, np.int64)
-        first_score = np.zeros(n_md)
-        n_events = np.zeros((n_area, n_md, n_thr), np.int64)
-        event_precision = np.empty((n_area, n_md, n_thr, capacity))
-        event_score = np.empty((n_area, n_md, n_thr, capacity if want_curve else 0))
-        for j in range(starts[k], starts[k + 1]):
-            i = order[j]
-            n_within = 0  # the caps this rank is within: the largest ones (pycocotools cuts each list at its cap)
-            for m in range(n_md):
-                if rank[i] < max_dets[m]:
-                    if n_ranked[m] == 0:
-                        first_score[m] = scores[i]
-                    n_ranked[m] += 1
-                    n_within += 1
-            if n_within == 0:
-                continue
-            for a in range(n_area):
-                if n_gt[a] == 0:
-                    continue
-                tp_i = tp_bits[i, a]
-                ignored_i = ignored_bits[i, a]
-                if tp_i == 0 and ignored_i == 0:  # a false positive at every threshold (the usual case)
-                    for m in range(n_md):
-                        if rank[i] < max_dets[m]:
-                            fp_all[a, m] += 1.0
-                    continue
-                if ignored_i == every_threshold:  # ignored at every one (outside the area range): not counted
-                    continue
-                for m in range(n_md):
-                    if rank[i] >= max_dets[m]:
-                        continue
-                    for t in range(n_thr):
-                        bit = np.uint64(1) << np.uint64(t)
-                        if ignored_i & bit:
-                            continue
-                        if tp_i & bit:
-                            tp[a, m, t] += 1.0
-                            e = n_events[a, m, t]
-                            if e == event_precision.shape[3]:  # more true positives than ground truths (id-0 quirk)
-                                event_precision = _grown(event_precision)
-                                if want_curve:
-                                    event_score = _grown(event_score)
-                            # integral counts in floats: fp_all + fp is the reference's count exactly
-                            event_precision[a, m, t, e] = tp[a, m, t] / ((fp_all[a, m] + fp[a, m, t]) + tp[a, m, t]
-                                                                         + _EPS)
-                            if want_curve:
-                                event_score[a, m, t, e] = scores[i]
-                            n_events[a, m, t] = e + 1
-                        else:
-                            fp[a, m, t] += 1.0
+        event_precision = np.empty((n_area, n_cap, n_thr, capacity))
+        event_score = np.empty((n_area, n_cap, n_thr, capacity if want_curve else 0))
+        while not _count_category(rows, rank, tp_bits, ignored_bits, scores, n_gt, caps, every_threshold, want_curve,
+                                  tp, ignored, seen, n_ranked, first_score, event_precision, event_score):
+            tp[:] = 0
+            ignored[:] = 0
+            seen[:] = 0
+            n_ranked[:] = 0
+            capacity *= 2
+            event_precision = np.empty((n_area, n_cap, n_thr, capacity))
+            event_score = np.empty((n_area, n_cap, n_thr, capacity if want_curve else 0))
         q = np.empty(n_rec)
         qs = np.empty(n_rec)
         for a in range(n_area):
             if n_gt[a] == 0:
                 continue
-            for m in range(n_md):
+            steps = _recall_steps(n_gt[a], rec_thr)
+            for c in range(n_cap):
                 for t in range(n_thr):
-                    recall[k, a, m, t] = tp[a, m, t] / n_gt[a] if n_ranked[m] else 0.0
-                    _interpolated(n_gt[a], event_precision[a, m, t], event_score[a, m, t], n_events[a, m, t],
-                                  n_ranked[m], first_score[m], rec_thr, q, qs, want_curve)
-                    ap[k, a, m, t] = q.mean()
-                    if want_curve:
-                        precision[k, a, m, t, :] = q
-                        score_at[k, a, m, t, :] = qs
+                    _interpolated(event_precision[a, c, t], event_score[a, c, t], tp[a, c, t], n_ranked[c],
+                                  first_score[c], steps, q, qs, want_curve)
+                    ap_ = q.mean()
+                    recall_ = tp[a, c, t] / n_gt[a] if n_ranked[c] else 0.0
+                    for m in range(n_md):
+                        if slot[m] == c:
+                            ap[k, a, m, t] = ap_
+                            recall[k, a, m, t] = recall_
+                            if want_curve:
+                                precision[k, a, m, t, :] = q
+                                score_at[k, a, m, t, :] = qs
     return ap, recall, precision, score_at
 
 
@@ -242,10 +293,10 @@ def accumulate_ranked(cat_index, n_cat: int, score, tie_key, rank, tp_bits, igno
     ``[0, n_cat)``), score, tie key (the image's place in pycocotools' concatenation) and rank in its image, and its
     outcome bits per area range (``tp_bits`` / ``ignored_bits``, ``(n, n_area)``); ``n_regular_gt`` is ``(n_cat,
     n_area)``. Shapes ``[n_cat, n_area, M, T(, R)]``."""
-    score = np.asarray(score).astype(np.float64)
-    rank = np.asarray(rank).astype(np.int64)
-    order, starts = order_by_category(np.asarray(cat_index).astype(np.int64), n_cat, score,
-                                      np.asarray(tie_key).astype(np.int64), rank)
+    score = np.asarray(score).astype(np.float64, copy=False)  # no copy where the table's columns already are
+    rank = np.asarray(rank).astype(np.int64, copy=False)
+    order, starts = order_by_category(np.asarray(cat_index).astype(np.int64, copy=False), n_cat, score,
+                                      np.asarray(tie_key).astype(np.int64, copy=False), rank)
     return _accumulate_kernel(order, starts, rank, np.ascontiguousarray(tp_bits), np.ascontiguousarray(ignored_bits),
                               score, np.ascontiguousarray(n_regular_gt), np.array(max_dets, dtype=np.int64), n_thr,
                               np.array(recall_thresholds, dtype=np.float64), want_curve)
