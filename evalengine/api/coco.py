@@ -28,11 +28,14 @@ IN_MEMORY_DETECTIONS = 2_000_000
 
 def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
                   phases: Phases | None = None, accumulate: bool = True, in_memory: bool | None = None,
-                  **schedule) -> Evaluation:
+                  partners: bool = False, **schedule) -> Evaluation:
     """Files (or objects in memory, as :func:`ingest_coco` takes them) in, a COCO evaluation out; the store is kept at
     ``store``, else held in memory (``in_memory``; by default when the run has at most :data:`IN_MEMORY_DETECTIONS`
     detections and is matched by threads) or made in a temporary folder, for as long as the evaluation lives.
     ``accumulate=False`` leaves AP to be accumulated when asked for (LRP, operating points do not need it).
+    ``partners``: a match table held in memory keeps each detection's partner ids and IoUs from the start (export,
+    TIDE, confusion, LRP read them); without, it is matched for AP alone and matched again when one of those asks
+    (a stored table always has them).
 
     ``phases`` (a :class:`~evalengine.progress.Phases`) shows progress and times ingest, match and accumulate.
     """
@@ -48,7 +51,7 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
             warnings.simplefilter("ignore", ZeroIdWarning)
         opened = ingest_coco(gt_json, dt_path, folder.path / "store" if folder is not None else store,
                              n_shards=n_shards, progress=advance, masks=store is not None or _reads_masks(protocol))
-    evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, **schedule)
+    evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, partners=partners, **schedule)
     if folder is not None:
         evaluation.keep_alive.append(folder)
     return evaluation
@@ -60,14 +63,16 @@ def _reads_masks(protocol: CocoProtocol | None) -> bool:
 
 
 def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                   phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
-    """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
+                   phases: Phases | None = None, accumulate: bool = True, partners: bool = True,
+                   **schedule) -> Evaluation:
+    """Match (or reuse the match table of) a stored run and accumulate it, phase by phase; ``partners``:
+    :meth:`Store.match`'s."""
     phases = phases or Phases()
     if "neg_category_ids" in store.images().collect_schema().names():  # lvis-api's image labels
         warnings.warn("the ground truth is LVIS' (its images have 'neg_category_ids'), evaluated here as COCO; "
                       "`evalengine lvis` (evaluate_lvis) applies LVIS' federated rules", InputWarning)
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
-        evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, **schedule)
+        evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, partners=partners, **schedule)
     if not accumulate:
         return evaluation
     n_classes = len(evaluation.category_ids) if evaluation.protocol.use_cats else 1
