@@ -171,6 +171,12 @@ def dt_matches_schema(n_areas: int, n_thresholds: int) -> dict:
     }
 
 
+# the columns of :func:`dt_matches_schema` that name each detection's partner: export, TIDE, confusion, LRP,
+# invariance, the SQL views and ``evalImgs`` read them, AP does not; a match table held in memory for AP alone leaves
+# them out (:func:`evalengine.engine.planner.match`), a stored one always has them
+PARTNER_COLUMNS = ("matched_gt_id", "matched_iou", "area_iou")
+
+
 def gt_matches_schema(n_areas: int) -> dict:
     """One row per ground truth of an evaluated category. ``ignored_bits`` has bit ``a`` set when it is ignored
     in area range ``a`` (crowd, or area outside); ``matched_bits[a]`` has bit ``t`` set when it is matched at

@@ -178,14 +178,16 @@ class Store(Shown):
                                       tags=tags))
 
     def match(self, protocol, run: str, scheduler: str = "threads", address: str | None = None, on_shard_done=None,
-              workers: int | None = None):
-        """Match ``run`` under any protocol (reusing a stored match table with the same parameters); its folder."""
+              workers: int | None = None, partners: bool = True):
+        """Match ``run`` under any protocol (reusing a stored match table with the same parameters); its folder.
+        ``partners=False``: held in memory, the table may leave out the columns AP does not read
+        (:func:`evalengine.engine.planner.match`)."""
         return match(self.layout, run, protocol, scheduler=scheduler, address=address, on_shard_done=on_shard_done,
-                     workers=workers)
+                     workers=workers, partners=partners)
 
     def evaluate(self, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN, **schedule) -> Evaluation:
         """Match ``run`` under the COCO ``protocol``; ``schedule``: ``scheduler``, ``address``, ``workers``,
-        ``on_shard_done``."""
+        ``on_shard_done``, ``partners`` (:meth:`match`)."""
         protocol = protocol or CocoProtocol()
         return Evaluation(self.layout, run, protocol, self.match(protocol, run, **schedule))
 

@@ -6,6 +6,7 @@ shards, match table and metric queries as on disk, without writing and re-readin
 delete (issue 17 item 3). Above :data:`IN_MEMORY_DETECTIONS` detections, or on a scheduler of other processes, it
 goes through a temporary folder instead, so that memory stays bounded by the shard."""
 
+import ctypes
 import functools
 import os
 import threading
@@ -28,11 +29,14 @@ IN_MEMORY_DETECTIONS = 2_000_000
 
 def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=None, n_shards: int | None = None,
                   phases: Phases | None = None, accumulate: bool = True, in_memory: bool | None = None,
-                  **schedule) -> Evaluation:
+                  partners: bool = False, **schedule) -> Evaluation:
     """Files (or objects in memory, as :func:`ingest_coco` takes them) in, a COCO evaluation out; the store is kept at
     ``store``, else held in memory (``in_memory``; by default when the run has at most :data:`IN_MEMORY_DETECTIONS`
     detections and is matched by threads) or made in a temporary folder, for as long as the evaluation lives.
     ``accumulate=False`` leaves AP to be accumulated when asked for (LRP, operating points do not need it).
+    ``partners``: a match table held in memory keeps each detection's partner ids and IoUs from the start (export,
+    TIDE, confusion, LRP read them); without, it is matched for AP alone and matched again when one of those asks
+    (a stored table always has them).
 
     ``phases`` (a :class:`~evalengine.progress.Phases`) shows progress and times ingest, match and accumulate.
     """
@@ -48,10 +52,21 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
             warnings.simplefilter("ignore", ZeroIdWarning)
         opened = ingest_coco(gt_json, dt_path, folder.path / "store" if folder is not None else store,
                              n_shards=n_shards, progress=advance, masks=store is not None or _reads_masks(protocol))
-    evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, **schedule)
+    release_freed_memory()  # the parse's buffers: the match table would otherwise come on top of them
+    evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, partners=partners, **schedule)
     if folder is not None:
         evaluation.keep_alive.append(folder)
     return evaluation
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's free pages back to the OS between phases (glibc ``malloc_trim``; a no-op elsewhere): the
+    matching processes keep freed memory for the next shard (:mod:`evalengine.engine.memory`), which a phase of
+    other work never reuses. Objects365 one-shot: peak RSS 956 -> 870 MiB; Arrow's pool releases nothing more."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return
 
 
 def _reads_masks(protocol: CocoProtocol | None) -> bool:
@@ -60,16 +75,19 @@ def _reads_masks(protocol: CocoProtocol | None) -> bool:
 
 
 def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
-                   phases: Phases | None = None, accumulate: bool = True, **schedule) -> Evaluation:
-    """Match (or reuse the match table of) a stored run and accumulate it, phase by phase."""
+                   phases: Phases | None = None, accumulate: bool = True, partners: bool = True,
+                   **schedule) -> Evaluation:
+    """Match (or reuse the match table of) a stored run and accumulate it, phase by phase; ``partners``:
+    :meth:`Store.match`'s."""
     phases = phases or Phases()
     if "neg_category_ids" in store.images().collect_schema().names():  # lvis-api's image labels
         warnings.warn("the ground truth is LVIS' (its images have 'neg_category_ids'), evaluated here as COCO; "
                       "`evalengine lvis` (evaluate_lvis) applies LVIS' federated rules", InputWarning)
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
-        evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, **schedule)
+        evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, partners=partners, **schedule)
     if not accumulate:
         return evaluation
+    release_freed_memory()
     n_classes = len(evaluation.category_ids) if evaluation.protocol.use_cats else 1
     with phases.phase("accumulate", total=n_classes, unit="categories") as advance:
         evaluation.accumulate(on_batch_done=advance)

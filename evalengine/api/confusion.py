@@ -24,7 +24,7 @@ def confusion(store, iou_threshold: float = 0.5, score_threshold=0.05, threshold
     if isinstance(store, Store):
         evaluation = store.evaluate(protocol, run=run, **schedule)
     else:
-        evaluation = evaluate_coco(*store, protocol, n_shards=n_shards, accumulate=False, **schedule)
+        evaluation = evaluate_coco(*store, protocol, n_shards=n_shards, accumulate=False, partners=True, **schedule)
     if thresholds is not None:
         score_threshold = evaluation.thresholds(thresholds, iou_threshold).select("category_id", "threshold")
     return evaluation.confusion(iou_threshold, score_threshold, **schedule)

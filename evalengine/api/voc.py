@@ -104,6 +104,6 @@ def evaluate_thresholds(protocol, store=None, run: str = DEFAULT_RUN, gt=None, d
     voc = isinstance(protocol, VocProtocol)
     if store is None:
         return (evaluate_voc(gt, dt, protocol, **schedule) if voc
-                else evaluate_coco(gt, dt, protocol, accumulate=False, **schedule))
+                else evaluate_coco(gt, dt, protocol, accumulate=False, partners=True, **schedule))
     opened = open(store)
     return evaluate_store_voc(opened, protocol, run, **schedule) if voc else opened.evaluate(protocol, run, **schedule)

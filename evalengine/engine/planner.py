@@ -1,6 +1,10 @@
 """The one planner: matches a stored run under any protocol (:class:`evalengine.match.protocol.Protocol`), one
 task per image shard, and writes its match table atomically, ``protocol.json`` last (or keeps it in a store held in
-memory)."""
+memory).
+
+What a table keeps is decided here: a stored table has every column; one held in memory for a call that reads none
+of the protocol's ``partner_columns`` (AP alone: the one-shot's summary) is matched without them, ~2/3 of its bytes,
+and matched again with them when a reader asks (:func:`with_partners`)."""
 
 import json
 
@@ -39,33 +43,41 @@ def _match_shard(protocol, inputs: dict, context: dict, out_dir: str, shard: int
     return sum(frame.height for frame in sides.values())
 
 
-def _recorded(protocol) -> dict:
-    """What ``protocol.json`` holds: the protocol's description and the version of its tables' columns."""
-    return {**protocol.description(), "table_version": protocol.table_version}
+def _recorded(protocol, partners: bool = True) -> dict:
+    """What ``protocol.json`` holds: the protocol's description and the version of its tables' columns; ``"partners":
+    false`` for a table without its partner columns (only ever held in memory, so stored ones are unchanged)."""
+    return {**protocol.description(), "table_version": protocol.table_version,
+            **({} if partners else {"partners": False})}
 
 
-def matched(target, protocol, layout=None) -> bool:
+def matched(target, protocol, layout=None, partners: bool = True) -> bool:
     """Whether ``target`` holds a match table made with ``protocol``'s matching parameters, in the current columns (a
-    table written by an older version is matched again); of ``layout`` when it is a store in memory."""
+    table written by an older version is matched again) and with its partner columns unless ``partners`` is False;
+    of ``layout`` when it is a store in memory."""
     if layout is not None and not layout.persistent:
         description = layout.recorded(target)
     else:
         recorded = target / PROTOCOL_FILE
         description = json.loads(recorded.read_text()) if recorded.is_file() else None
     return (description is not None and description.get("match") == protocol.match_params()
-            and description.get("table_version", 1) == protocol.table_version)
+            and description.get("table_version", 1) == protocol.table_version
+            and (description.get("partners", True) or not partners))
 
 
 def match(layout, run: str, protocol, scheduler: str = "threads", address: str | None = None, on_shard_done=None,
-          workers: int | None = None):
+          workers: int | None = None, partners: bool = True):
     """Match ``run`` under ``protocol`` unless a match table with the same parameters exists; return its folder.
 
+    ``partners=False``: the caller reads none of the protocol's ``partner_columns`` (AP alone), so a store held in
+    memory keeps the table without them; a stored table always has them.
     Matching holds the store's write lock and reads the store as it is then (a run replaced meanwhile is matched
     as it is now)."""
     if not layout.persistent:
         if protocol.in_memory and scheduler in ("threads", "sync") and address is None:
-            return _match_in_memory(layout, run, protocol, scheduler, on_shard_done, workers)
+            return _match_in_memory(layout, run, protocol, scheduler, on_shard_done, workers, partners)
         layout = layout.stored()  # a protocol or a scheduler that reads files
+        for required in protocol.required():  # its written-out copy may predate them, or hold one without partners
+            match(layout, run, required, scheduler, address, workers=workers)
     target = layout.paths.matches_dir(protocol.match_key(), run)
     protocol.shard_inputs(layout, run)  # a located error for a run the store does not have
     if matched(target, protocol):
@@ -84,18 +96,30 @@ def match(layout, run: str, protocol, scheduler: str = "threads", address: str |
     return target
 
 
-def _match_in_memory(layout, run: str, protocol, scheduler: str, on_shard_done, workers: int | None):
+def _match_in_memory(layout, run: str, protocol, scheduler: str, on_shard_done, workers: int | None,
+                     partners: bool = True):
     """:func:`match` of a store in memory (:mod:`evalengine.store.memory`): the same shard tasks on its frames, the
-    match table kept in it (its folder is the name it would have on disk)."""
+    match table kept in it (its folder is the name it would have on disk), without the protocol's partner columns
+    unless ``partners``."""
     target = layout.paths.matches_dir(protocol.match_key(), run)
-    if matched(target, protocol, layout):
+    if matched(target, protocol, layout, partners):
         return target
     inputs, context = protocol.shard_inputs(layout, run)
+    partners = partners or not protocol.partner_columns
+    context = context if partners else {**context, "partners": False}
 
     def match_shard(files: dict) -> dict:
         return protocol.match_shard(_shard_tables(protocol, files, layout.read_file), context)
 
     sides = run_shard_tasks(match_shard, [(files,) for files in inputs], scheduler=scheduler, on_done=on_shard_done,
                             workers=workers)
-    layout.keep_matches(target, sides, _recorded(protocol))
+    layout.keep_matches(target, sides, _recorded(protocol, partners))
+    return target
+
+
+def with_partners(layout, run: str, protocol, target):
+    """``target``, the match table of ``run`` under ``protocol``, with its partner columns: a table held in memory
+    without them (:func:`match` for AP alone) is matched again with them first (threads)."""
+    if not layout.persistent and not matched(target, protocol, layout) and matched(target, protocol, layout, False):
+        _match_in_memory(layout, run, protocol, "threads", None, None)
     return target

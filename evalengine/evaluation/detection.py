@@ -43,7 +43,7 @@ class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
         key = bool(want_curve)
         if key not in self._cache:
             self._cache[key] = ap_metrics.accumulate(
-                self.dt_matches(), self.gt_matches(), self.category_ids, self.protocol,
+                self.dt_matches(partners=False), self.gt_matches(), self.category_ids, self.protocol,
                 want_curve=want_curve, on_batch_done=on_batch_done, image_ids=self.image_subset)
             self._store_ap_table(self._cache[key])
         return self._cache[key]
@@ -109,7 +109,7 @@ class Evaluation(MatchedRun, ScoreThresholdMetrics, ConfusionMetrics):
 
     def per_image_counts(self, iou_threshold: float = 0.5, area_range: str = "all", max_dets: int | None = None):
         """TP, FP and FN per image (see :func:`evalengine.metrics.counts.per_image_counts`)."""
-        return per_image_counts(self.dt_matches(), self.gt_matches(), self.layout.scan("images"), self.protocol, iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets)
+        return per_image_counts(self.dt_matches(partners=False), self.gt_matches(), self.layout.scan("images"), self.protocol, iou_threshold=iou_threshold, area_range=area_range, max_dets=max_dets)
 
 
 def compare(evaluations: dict, categories: pl.DataFrame, overall: bool = False) -> pl.DataFrame:

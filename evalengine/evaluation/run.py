@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from evalengine.engine.planner import with_partners
 from evalengine.store.commit import replace_file
 from evalengine.store.layout import Shown, StoreLayout
 from evalengine.store.lock import writing
@@ -28,8 +29,11 @@ class MatchedRun(Shown):
         if not self.layout.persistent and all(kept is not self.layout for kept in self.keep_alive):
             self.keep_alive.append(self.layout)
 
-    def dt_matches(self) -> pl.LazyFrame:
-        return self.layout.scan_sharded(self.matches_dir / "dt")
+    def dt_matches(self, partners: bool = True) -> pl.LazyFrame:
+        """The detections' match table; with its partner columns (:data:`~evalengine.schema.PARTNER_COLUMNS`) unless
+        ``partners`` is False (a reader of none of them, AP: a table held in memory is then read as it was matched)."""
+        folder = with_partners(self.layout, self.run, self.protocol, self.matches_dir) if partners else self.matches_dir
+        return self.layout.scan_sharded(folder / "dt")
 
     def gt_matches(self) -> pl.LazyFrame:
         return self.layout.scan_sharded(self.matches_dir / "gt")

@@ -81,6 +81,7 @@ class CocoProtocol(Protocol):
     # pycocotools' mergesort of the image-by-image concatenation (images in id order, each in rank order)
     tie_order: ClassVar[tuple] = ("image_id", "dt_rank")
     in_memory: ClassVar[bool] = True
+    partner_columns: ClassVar[tuple] = schema.PARTNER_COLUMNS
 
     def __post_init__(self):
         """Parameters pycocotools would take but that mean nothing are refused: thresholds must increase within
@@ -185,7 +186,8 @@ class CocoProtocol(Protocol):
         else:
             dt = with_shapes(tables["dt"], tables.get("dt_shapes"), SHAPE_COLUMNS[self.iou_type]["dt"])
         gt = with_shapes(tables["gt"], tables.get("gt_shapes"), SHAPE_COLUMNS[self.iou_type]["gt"])
-        dt_matches, gt_matches = match_shard(gt, dt, context["category_ids"], self, places(context))
+        dt_matches, gt_matches = match_shard(gt, dt, context["category_ids"], self, places(context),
+                                             partners=context.get("partners", True))
         return {"dt": dt_matches, "gt": gt_matches}
 
 
@@ -245,13 +247,15 @@ SIMILARITY = {"bbox": _box_similarity, "segm": mask_similarity, "boundary": mask
               "keypoints": keypoint_similarity}
 
 
-def assign(blocks, groups: tuple, rules: tuple, n_dt: int, n_gt: int) -> tuple:
+def assign(blocks, groups: tuple, rules: tuple, n_dt: int, n_gt: int, partners: bool = True) -> tuple:
     """:func:`~evalengine.match.greedy_score.assign_by_score` over every group, ``blocks(lo, hi)`` giving the
-    similarity of groups ``[lo, hi)`` in chunks of bounded size; its ``out`` arrays. ``rules``: :func:`rules`."""
+    similarity of groups ``[lo, hi)`` in chunks of bounded size; its ``out`` arrays. ``rules``: :func:`rules`.
+    Without ``partners`` the partner arrays have no rows (not computed)."""
     n_thr, n_area = len(rules[5]), len(rules[6])
+    n_partners = n_dt if partners else 0
     out = (np.zeros((n_dt, n_area), np.uint64), np.zeros((n_dt, n_area), np.uint64),
-           np.full((n_dt, n_thr), -1, np.int64), np.zeros((n_dt, n_thr)), np.full((n_dt, n_area), np.nan),
-           np.zeros(n_gt, np.uint64), np.zeros((n_gt, n_area), np.uint64))
+           np.full((n_partners, n_thr), -1, np.int64), np.zeros((n_partners, n_thr)),
+           np.full((n_partners, n_area), np.nan), np.zeros(n_gt, np.uint64), np.zeros((n_gt, n_area), np.uint64))
     for lo, hi in block_chunks(groups[1], groups[3]):
         values, offsets = blocks(lo, hi)
         assign_by_score(values, offsets, lo, hi, *groups, *rules, out)
@@ -291,11 +295,12 @@ def similarity(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoP
 
 
 def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: CocoProtocol, where: dict | None = None,
-                dt_rows: np.ndarray | None = None, gt_rows: np.ndarray | None = None):
+                dt_rows: np.ndarray | None = None, gt_rows: np.ndarray | None = None, partners: bool = True):
     """Match one shard; return ``(dt_matches, gt_matches)`` frames (schemas in :mod:`evalengine.schema`). ``where``:
     how errors name a row (:func:`evalengine.match.shape_columns.places`); ``dt_rows``: the rows of ``dt`` to match
     (ascending; None: all), ``gt_rows`` those of ``gt`` in matching order (None: :func:`prepare_gt`), a protocol's
-    filter handed over without a copy of the frame (LVIS's federated rows)."""
+    filter handed over without a copy of the frame (LVIS's federated rows). Without ``partners`` the detections'
+    table leaves out :data:`~evalengine.schema.PARTNER_COLUMNS` (a table for AP alone)."""
     where = where or {"gt": ("annotation", "gt_id"), "dt": ("result", "det_id")}
     gt, dt, groups, blocks = similarity(gt, dt, category_ids, protocol, where, dt_rows, gt_rows)
     n_area, n_thr = len(protocol.area_ranges), len(protocol.iou_thresholds)
@@ -304,18 +309,17 @@ def match_shard(gt: pl.DataFrame, dt: pl.DataFrame, category_ids, protocol: Coco
     if protocol.iou_type == "keypoints":
         gt_ignore |= keypoint_ignored(gt, where)
     matching = rules(gt, gt_ignore, column_array(dt, "area", np.float64), protocol.iou_thresholds, protocol)
-    out = assign(blocks, groups, matching, dt.height, gt.height)
+    out = assign(blocks, groups, matching, dt.height, gt.height, partners)
     dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
-    has_partner = dt_partner >= 0
-    partner_id = gt_ids[np.where(has_partner, dt_partner, 0)] if gt.height else dt_partner
-    dt_matches = pl.from_arrow(pa.table({
-        **{c: dt.get_column(c).to_arrow() for c in ("image_id", "category_id", "det_id", "score", "dt_rank")},
-        "tp_bits": _fixed_list(dt_tp),
-        "ignored_bits": _fixed_list(dt_ignored),
-        "matched_gt_id": _fixed_list(partner_id, has_partner),
-        "matched_iou": _fixed_list(dt_iou, has_partner),
-        "area_iou": _fixed_list(dt_area_iou, ~np.isnan(dt_area_iou)),
-    })).cast(schema.dt_matches_schema(n_area, n_thr))
+    columns = {c: dt.get_column(c).to_arrow() for c in ("image_id", "category_id", "det_id", "score", "dt_rank")}
+    columns.update(tp_bits=_fixed_list(dt_tp), ignored_bits=_fixed_list(dt_ignored))
+    if partners:
+        has_partner = dt_partner >= 0
+        partner_id = gt_ids[np.where(has_partner, dt_partner, 0)] if gt.height else dt_partner
+        columns.update(matched_gt_id=_fixed_list(partner_id, has_partner), matched_iou=_fixed_list(dt_iou, has_partner),
+                       area_iou=_fixed_list(dt_area_iou, ~np.isnan(dt_area_iou)))
+    dt_schema = schema.dt_matches_schema(n_area, n_thr)
+    dt_matches = pl.from_arrow(pa.table(columns)).cast({name: dt_schema[name] for name in columns})
     gt_matches = pl.from_arrow(pa.table({
         **{c: gt.get_column(c).to_arrow() for c in ("image_id", "category_id", "gt_id")},
         "ignored_bits": arrow_array(gt_ignored),

@@ -28,11 +28,13 @@ _ONE = np.uint64(1)
 def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len, gt_area, gt_crowd, gt_ignore,
                     gt_zero_id, dt_area, iou_thr, area_lo, area_hi, zero_id_quirk, out):
     """Assign groups ``[lo, hi)`` from their blocks (:func:`evalengine.geometry.box_iou.box_iou_blocks`'s layout);
-    ``out`` = (dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched), written in place.
+    ``out`` = (dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched), written in place;
+    ``dt_partner``, ``dt_iou`` and ``dt_area_iou`` with no rows are not written.
 
     Thresholds are independent searches (a ``taken`` row each), so each detection runs them in turn and stops at
     the first one its best similarity in the group does not reach: the later ones are not reached either."""
     dt_tp, dt_ignored, dt_partner, dt_iou, dt_area_iou, gt_ignored, gt_matched = out
+    partners = dt_partner.shape[0] > 0  # else left out (a table for AP alone: schema.PARTNER_COLUMNS)
     n_thr = iou_thr.shape[0]
     n_area = area_lo.shape[0]
     all_bits = ~np.uint64(0) >> np.uint64(64 - n_thr)
@@ -109,8 +111,8 @@ def assign_by_score(values, offsets, lo, hi, gt_start, gt_len, dt_start, dt_len,
                         dt_ignored[d0 + d, a] |= thr_bit
                     elif counted:
                         dt_tp[d0 + d, a] |= thr_bit
-                    if t == 0:
+                    if partners and t == 0:
                         dt_area_iou[d0 + d, a] = values[row + g]
-                    if a == 0:
+                    if partners and a == 0:
                         dt_partner[d0 + d, t] = g0 + g
                         dt_iou[d0 + d, t] = values[row + g]

@@ -13,7 +13,10 @@ A protocol is a frozen dataclass of parameters with
 - :meth:`shard_inputs`: for a stored run, the files each shard task reads and the small context all share;
 - :meth:`input_columns`: the columns read of those tables (all unless it says otherwise, but for the masks and
   keypoints of :data:`evalengine.schema.SHAPES`, read only when named);
-- :meth:`match_shard`: one shard's tables in, one frame per side out (the numba kernels live beside it).
+- :meth:`match_shard`: one shard's tables in, one frame per side out (the numba kernels live beside it);
+- ``partner_columns`` (class attribute): ``dt`` columns that only some readers need (AP does not): a table held in
+  memory for AP alone is matched without them (``context["partners"]`` False), see
+  :func:`evalengine.engine.planner.match`.
 """
 
 import hashlib
@@ -42,6 +45,8 @@ class Protocol:
     tie_order: ClassVar[tuple] = ()
     # matched in a store held in memory (its shard_inputs reads through the layout: evalengine.store.memory)
     in_memory: ClassVar[bool] = False
+    # dt columns left out of a table held in memory for AP alone (match_shard reads context["partners"])
+    partner_columns: ClassVar[tuple] = ()
 
     def match_params(self) -> dict:
         return {**asdict(self), "name": self.name}
@@ -68,6 +73,10 @@ class Protocol:
     def match_shard(self, tables: dict, context: dict) -> dict:
         """``{side: frame}`` for one shard, from the tables :meth:`shard_inputs` named (read as frames)."""
         raise NotImplementedError
+
+    def required(self) -> tuple:
+        """The protocols whose match tables this one reads besides the store's own tables (:func:`required_tables`)."""
+        return ()
 
 
 def box_keyed(params: dict) -> dict:
