@@ -53,10 +53,8 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
         opened = ingest_coco(gt_json, dt_path, folder.path / "store" if folder is not None else store,
                              n_shards=n_shards, progress=advance, masks=store is not None or _reads_masks(protocol))
     release_freed_memory()  # the parse's buffers: the match table would otherwise come on top of them
-    evaluation = evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, partners=partners, **schedule)
-    if folder is not None:
-        evaluation.keep_alive.append(folder)
-    return evaluation
+    return evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, partners=partners,
+                          keep_alive=() if folder is None else (folder,), **schedule)
 
 
 def release_freed_memory() -> None:
@@ -76,7 +74,7 @@ def _reads_masks(protocol: CocoProtocol | None) -> bool:
 
 def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str = DEFAULT_RUN,
                    phases: Phases | None = None, accumulate: bool = True, partners: bool = True,
-                   **schedule) -> Evaluation:
+                   keep_alive: tuple = (), **schedule) -> Evaluation:
     """Match (or reuse the match table of) a stored run and accumulate it, phase by phase; ``partners``:
     :meth:`Store.match`'s."""
     phases = phases or Phases()
@@ -85,6 +83,7 @@ def evaluate_store(store: Store, protocol: CocoProtocol | None = None, run: str 
                       "`evalengine lvis` (evaluate_lvis) applies LVIS' federated rules", InputWarning)
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = store.evaluate(protocol, run=run, on_shard_done=advance, partners=partners, **schedule)
+    evaluation.keep_alive.extend(keep_alive)
     if not accumulate:
         return evaluation
     release_freed_memory()

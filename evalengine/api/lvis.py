@@ -38,13 +38,15 @@ def ingest_lvis(gt, dt, store, **options) -> Store:
 
 
 def evaluate_store_lvis(store: Store, protocol: LvisProtocol | None = None, run: str = DEFAULT_RUN,
-                        phases: Phases | None = None, **schedule) -> LvisEvaluation:
-    """Match (or reuse the match table of) a stored run under the LVIS protocol and accumulate it."""
+                        phases: Phases | None = None, keep_alive: tuple = (), **schedule) -> LvisEvaluation:
+    """Match (or reuse the match table of) a stored run under the LVIS protocol and accumulate it; ``keep_alive``:
+    what the evaluation's store needs kept (a temporary folder)."""
     phases = phases or Phases()
     protocol = protocol or LvisProtocol()
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = LvisEvaluation(store.layout, run, protocol, store.match(protocol, run, on_shard_done=advance,
                                                                              **schedule))
+    evaluation.keep_alive.extend(keep_alive)
     with phases.phase("accumulate", total=len(evaluation.category_ids), unit="categories") as advance:
         evaluation.accumulate(on_batch_done=advance)
     return evaluation
@@ -76,7 +78,5 @@ def evaluate_lvis(gt, dt, protocol: LvisProtocol | None = None, store=None, n_sh
         opened = ingest_lvis(gt, dt, folder.path / "store" if folder is not None else store, n_shards=n_shards,
                              progress=advance, masks=store is not None or protocol.iou_type == "segm",
                              select_results=select)
-    evaluation = evaluate_store_lvis(opened, protocol, phases=phases, **schedule)
-    if folder is not None:
-        evaluation.keep_alive.append(folder)
-    return evaluation
+    return evaluate_store_lvis(opened, protocol, phases=phases, keep_alive=() if folder is None else (folder,),
+                               **schedule)

@@ -41,13 +41,16 @@ def ingest_openimages(boxes, labels, hierarchy, dt, store, class_descriptions=No
 
 
 def evaluate_store_openimages(store: Store, protocol: OpenImagesProtocol | None = None, run: str = DEFAULT_RUN,
-                              phases: Phases | None = None, **schedule) -> OpenImagesEvaluation:
-    """Match (or reuse the match table of) a stored run under the OpenImages protocol and accumulate its AP."""
+                              phases: Phases | None = None, keep_alive: tuple = (),
+                              **schedule) -> OpenImagesEvaluation:
+    """Match (or reuse the match table of) a stored run under the OpenImages protocol and accumulate its AP;
+    ``keep_alive``: what the evaluation's store needs kept (a temporary folder)."""
     phases = phases or Phases()
     protocol = protocol or OpenImagesProtocol()
     with phases.phase("match", total=store.layout.n_shards, unit="shards") as advance:
         evaluation = OpenImagesEvaluation(store.layout, run, protocol,
                                           store.match(protocol, run, on_shard_done=advance, **schedule))
+    evaluation.keep_alive.extend(keep_alive)
     with phases.phase("accumulate"):
         evaluation.accumulate()
     return evaluation
@@ -68,7 +71,5 @@ def evaluate_openimages(boxes, labels, hierarchy, dt, protocol: OpenImagesProtoc
         opened = ingest_openimages(boxes, labels, hierarchy, dt, store if folder is None else folder.path / "store",
                                    class_descriptions, expand, n_shards=n_shards, progress=advance, masks=masks,
                                    with_masks=protocol.iou_type == "segm")
-    evaluation = evaluate_store_openimages(opened, protocol, phases=phases, **schedule)
-    if folder is not None:
-        evaluation.keep_alive.append(folder)
-    return evaluation
+    return evaluate_store_openimages(opened, protocol, phases=phases, keep_alive=() if folder is None else (folder,),
+                                     **schedule)

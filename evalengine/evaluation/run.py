@@ -56,8 +56,9 @@ class MatchedRun(Shown):
         (``sql/30_pr_curve.sql``), OpenImages' curve order (``sql/22_openimages_order.sql``). Only when this
         protocol's parameters are the ones its ``protocol.json`` records (the views accumulate with those); a match
         table made again replaces its folder, and this file with it. A store in memory or one this process cannot
-        write keeps none (the views then compute it in SQL)."""
-        if not self.layout.persistent:  # a store in memory: no SQL view reads it
+        write keeps none (the views then compute it in SQL), nor one that lives only as long as this evaluation (a
+        one-shot's temporary folder in ``keep_alive``: at 50k images the curve counts alone cost ~30 CPU s)."""
+        if not self.layout.persistent or self.keep_alive:  # in memory, or removed with the evaluation: nothing reads it
             return
         target = self.matches_dir / file_name
         if target.exists():

@@ -97,6 +97,27 @@ def test_a_large_run_goes_through_a_temporary_store(tmp_path, monkeypatch):
     assert evaluate_coco(gt, dt, scheduler="processes", workers=1).layout.persistent
 
 
+def test_a_temporary_store_keeps_no_sql_tables(tmp_path):
+    """The tables kept for the SQL views (AP, curve counts, OpenImages' order) are written into a kept store only: a
+    one-shot's temporary folder goes with its evaluation; a store the user keeps has them, the same numbers."""
+    from evalengine.api import evaluate_lvis
+    from evalengine.store.paths import ACCUMULATION_FILE, CURVE_FILE
+    from tests.lvis_reference import random_lvis
+
+    gt, dt = write_inputs(tmp_path, *random_coco(5))
+    temporary = evaluate_coco(gt, dt, in_memory=False)
+    kept = evaluate_coco(gt, dt, store=tmp_path / "store")
+    assert temporary.layout.persistent and temporary.stats() == kept.stats()
+    assert not any((temporary.matches_dir / name).exists() for name in (ACCUMULATION_FILE, CURVE_FILE))
+    assert all((kept.matches_dir / name).exists() for name in (ACCUMULATION_FILE, CURVE_FILE))
+    (tmp_path / "lvis").mkdir()
+    lvis_gt, lvis_dt = write_inputs(tmp_path / "lvis", *random_lvis(5))
+    temporary = evaluate_lvis(lvis_gt, lvis_dt, in_memory=False)
+    kept = evaluate_lvis(lvis_gt, lvis_dt, store=tmp_path / "lvis_store")
+    assert temporary.results() == kept.results()
+    assert not (temporary.matches_dir / ACCUMULATION_FILE).exists() and (kept.matches_dir / ACCUMULATION_FILE).exists()
+
+
 def test_bad_input_fails_alike(tmp_path):
     """A located error is the same whichever path reads the run."""
     gt, dt = random_coco(1)
