@@ -6,7 +6,6 @@ shards, match table and metric queries as on disk, without writing and re-readin
 delete (issue 17 item 3). Above :data:`IN_MEMORY_DETECTIONS` detections, or on a scheduler of other processes, it
 goes through a temporary folder instead, so that memory stays bounded by the shard."""
 
-import ctypes
 import functools
 import os
 import threading
@@ -14,6 +13,7 @@ import warnings
 from pathlib import Path
 
 from evalengine.api import DEFAULT_RUN, Store, _TemporaryFolder, ingest_coco
+from evalengine.engine.memory import release_freed_memory
 from evalengine.errors import InputWarning, ZeroIdWarning
 from evalengine.evaluation.detection import Evaluation
 from evalengine.io.coco import CocoDataset, read_coco_gt
@@ -55,16 +55,6 @@ def evaluate_coco(gt_json, dt_path, protocol: CocoProtocol | None = None, store=
     release_freed_memory()  # the parse's buffers: the match table would otherwise come on top of them
     return evaluate_store(opened, protocol, phases=phases, accumulate=accumulate, partners=partners,
                           keep_alive=() if folder is None else (folder,), **schedule)
-
-
-def release_freed_memory() -> None:
-    """Hand the heap's free pages back to the OS between phases (glibc ``malloc_trim``; a no-op elsewhere): the
-    matching processes keep freed memory for the next shard (:mod:`evalengine.engine.memory`), which a phase of
-    other work never reuses. Objects365 one-shot: peak RSS 956 -> 870 MiB; Arrow's pool releases nothing more."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        return
 
 
 def _reads_masks(protocol: CocoProtocol | None) -> bool:

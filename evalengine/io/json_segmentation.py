@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from evalengine.arrow import arrow_array
 from evalengine.io import json_numbers
-from evalengine.io.json_values import correctly_rounded, known_key, plain_end, room, space, string_end
+from evalengine.io.json_values import correctly_rounded, known_key, plain_end, room, space, string_end, usual_key
 from evalengine.io.rle import reserve, runs_sum
 
 # json_numbers.number, called rather than inlined (it is inlined in the box kernel): inlining it at these call sites
@@ -32,7 +32,6 @@ CHARS, NUMBERS, PARTS, INEXACT = 0, 1, 2, 3
 _MAX_EXPONENT = 300  # a number whose decimal exponent may be above this may overflow a double
 _MAX_INTEGER = 2**53  # counts and sizes are kept in float64 / int64: exact below this
 _KEY_BYTES, _KEY_STARTS = np.frombuffer(b"sizecounts", np.uint8).copy(), np.array([0, 4, 10], np.int64)
-_SIZE_KEY, _COUNTS_KEY = (np.frombuffer(key, np.uint8).copy() for key in (b'"size"', b'"counts"'))
 _MAX_SIZE_DIGITS = 15  # below 2**53: read as plain digits by the usual RLE's path
 # a row's header (rows[1]): the RLE's size [h, w] and, for a compressed string, its runs' sum (rle.runs_sum)
 HEIGHT, WIDTH, RUNS_SUM = 0, 1, 2
@@ -179,14 +178,13 @@ def _rle(buf, p, n, row, rows, store, used):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _after_key(buf, p, n, key):
-    """The position after ``key`` (its quotes included), a ':' and the whitespace around it at ``p``, or -1."""
-    if p + key.size > n:
+def _after_key(buf, p, n, k):
+    """The position after key ``k`` of :data:`_KEY_BYTES` (0: size, 1: counts) quoted at ``p``
+    (:func:`~evalengine.io.json_values.usual_key`), a ':' and the whitespace around it, or -1."""
+    length = usual_key(buf, p, n, k, 0, _KEY_BYTES, _KEY_STARTS)
+    if length == 0:
         return -1
-    for i in range(key.size):
-        if buf[p + i] != key[i]:
-            return -1
-    p = space(buf, p + key.size, n)
+    p = space(buf, p + length + 2, n)
     return space(buf, p + 1, n) if p < n and buf[p] == 58 else -1
 
 
@@ -209,7 +207,7 @@ def _usual_rle(buf, p, n, row, rows, store, used):
     "counts": "…"}``, plain digits, in one walk without :func:`_rle`'s key table and number reader: ``(end, store)``,
     end -1 where it is another form (then read by :func:`_rle`; nothing kept)."""
     header = rows[1]
-    p = _after_key(buf, space(buf, p + 1, n), n, _SIZE_KEY)
+    p = _after_key(buf, space(buf, p + 1, n), n, 0)
     if p < 0 or p >= n or buf[p] != 91:
         return -1, store
     p += 1
@@ -223,7 +221,7 @@ def _usual_rle(buf, p, n, row, rows, store, used):
     p = space(buf, p, n)
     if p >= n or buf[p] != 44:
         return -1, store
-    p = _after_key(buf, space(buf, p + 1, n), n, _COUNTS_KEY)
+    p = _after_key(buf, space(buf, p + 1, n), n, 1)
     if p < 0 or p >= n or buf[p] != 34:
         return -1, store
     chars_before = used[CHARS]
