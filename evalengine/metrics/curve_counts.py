@@ -53,22 +53,16 @@ def _regular_gt(gt: pl.DataFrame, category: np.ndarray, n_areas: int) -> np.ndar
     return table[np.where(found, at, keys.shape[0])]
 
 
-def batch_counts(dt: pl.DataFrame, gt: pl.DataFrame, protocol) -> pl.DataFrame:
-    """The rows of one batch of categories (``dt``: the match table's rows of these categories; ``gt``: its ground
-    truths, of these categories or more; with ``use_cats`` off, every row)."""
-    schema = _schema(protocol)
-    pieces = list(_pieces(dt, gt, protocol))
-    return pl.concat(pieces) if pieces else pl.DataFrame(schema=schema)
-
-
 def _schema(protocol) -> dict:
     lists = pl.Array(pl.Int64, len(protocol.iou_thresholds))
     return {**COLUMNS, "tp": lists, "fp": lists}
 
 
 def _pieces(dt: pl.DataFrame, gt: pl.DataFrame, protocol):
-    """:func:`batch_counts`' rows, one frame per (area range, cap) that keeps some, each cast to the declared schema
-    (one Parquet schema for the file, whatever dtypes the match table's columns have)."""
+    """The rows of one batch of categories (``dt``: the match table's rows of these categories; ``gt``: its ground
+    truths, of these categories or more; with ``use_cats`` off, every row), one frame per (area range, cap) that keeps
+    some, each cast to the declared schema (one Parquet schema for the file, whatever dtypes the match table's columns
+    have)."""
     n_thresholds, n_areas = len(protocol.iou_thresholds), len(protocol.area_ranges)
     schema = _schema(protocol)
     if not protocol.use_cats:

@@ -36,9 +36,11 @@ def test_batches_of_mixed_dtypes_write_one_schema(tmp_path, monkeypatch, seed, n
     declared = {**curve_counts.COLUMNS, "tp": pl.Array(pl.Int64, 10), "fp": pl.Array(pl.Int64, 10)}
     assert dict(written.schema) == declared
     assert pq.ParquetFile(path).metadata.num_row_groups > 1
-    whole = curve_counts.batch_counts(
-        evaluation.dt_matches().select("category_id", "image_id", "dt_rank", "score", "tp_bits", "ignored_bits")
-        .collect(), evaluation.gt_matches().select("category_id", "ignored_bits").collect(), evaluation.protocol)
+    monkeypatch.undo()  # every category in one batch, from the match table as it is
+    whole_path = tmp_path / "whole.parquet"
+    curve_counts.write_curve_counts(str(whole_path), evaluation.dt_matches(), evaluation.gt_matches(),
+                                    evaluation.protocol, category_ids)
+    whole = pl.read_parquet(whole_path)
     assert dict(whole.schema) == declared
     assert whole.height > 0 and written.height == whole.height
     assert written.sort(KEYS).equals(whole.sort(KEYS))
